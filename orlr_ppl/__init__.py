@@ -1,0 +1,29 @@
+"""orlr-ppl: exact, Bayesian instance annotation under the ORed-logistic model."""
+
+from .bags import (
+    DEFAULT_MAX_LABELS,
+    PackedBags,
+    bag_log_likelihood,
+    instance_posteriors,
+    pack_bags,
+    packed_log_likelihood,
+    packed_posteriors,
+)
+from .subset_dp import DPResult, bucket_dp, bucket_log_likelihood, bucket_posteriors
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MAX_LABELS",
+    "DPResult",
+    "bucket_dp",
+    "PackedBags",
+    "__version__",
+    "bag_log_likelihood",
+    "bucket_log_likelihood",
+    "bucket_posteriors",
+    "instance_posteriors",
+    "pack_bags",
+    "packed_log_likelihood",
+    "packed_posteriors",
+]

@@ -1,0 +1,106 @@
+"""The ORed-logistic bag label set as a NumPyro distribution."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import random
+from numpyro.distributions import Distribution, constraints
+from numpyro.distributions.util import validate_sample
+
+from .bags import DEFAULT_MAX_LABELS
+from .subset_dp import bucket_log_likelihood
+
+Array = jax.Array
+
+
+class BagLabelSet(Distribution):
+    """Label set of a bag: the union of its instances' independent labels.
+
+    Instance ``i`` of a bag has ``y_i ~ Categorical(logits=logits[..., i, :])``
+    and the bag's value is the multi-hot vector of ``{y_i}``. ``log_prob`` is
+    exact (the subset DP); ``sample`` draws instance labels and returns their
+    union, so ``numpyro.infer.Predictive`` simulates label sets.
+
+    Args:
+        logits: (*batch, N, C) instance class scores; bags padded to ``N``.
+        mask: (*batch, N) bool, real instances (default: all). Padded
+            instances take no label and cost nothing.
+        max_labels: the largest label set ``log_prob`` scores; the DP holds
+            ``2**max_labels`` states per bag. Default ``C`` when ``C`` is at
+            most 16; set it explicitly above that. Values with more labels
+            get a NaN log-probability (a ValueError when the value is concrete
+            and ``validate_args`` is on).
+        validate_args: check parameters and values (NumPyro convention).
+
+    Value: (*batch, C) int 0/1 multi-hot label set; ``event_shape == (C,)``.
+    """
+
+    arg_constraints = {"logits": constraints.real}
+    support = constraints.independent(constraints.boolean, 1)
+    pytree_data_fields = ("logits", "mask")
+    pytree_aux_fields = ("max_labels",)
+
+    def __init__(
+        self,
+        logits: Array,
+        mask: Array | None = None,
+        max_labels: int | None = None,
+        *,
+        validate_args: bool | None = None,
+    ) -> None:
+        if jnp.ndim(logits) < 2:
+            raise ValueError("logits must have shape (*batch, n_instances, n_classes)")
+        n_classes = jnp.shape(logits)[-1]
+        if max_labels is None:
+            if n_classes > DEFAULT_MAX_LABELS:
+                raise ValueError(
+                    f"{n_classes} classes: set max_labels to the largest label set to score "
+                    f"(the DP holds 2**max_labels states per bag)"
+                )
+            max_labels = n_classes
+        self.logits = logits
+        self.mask = jnp.ones(jnp.shape(logits)[:-1], bool) if mask is None else jnp.asarray(mask, bool)
+        if self.mask.shape != jnp.shape(logits)[:-1]:
+            raise ValueError(f"mask shape {self.mask.shape} != logits shape[:-1] {jnp.shape(logits)[:-1]}")
+        self.max_labels = int(min(max_labels, n_classes))
+        super().__init__(
+            batch_shape=jnp.shape(logits)[:-2], event_shape=(n_classes,), validate_args=validate_args
+        )
+        if self._validate_args and not isinstance(logits, jax.core.Tracer):
+            bad = ~np.all(np.isfinite(np.asarray(logits)), axis=(-1, -2))
+            if np.any(bad):
+                raise ValueError(
+                    f"bag(s) {np.argwhere(bad).tolist()} have NaN or infinite logits: "
+                    "check the features and weights"
+                )
+
+    def sample(self, key: Array, sample_shape: tuple[int, ...] = ()) -> Array:
+        shape = sample_shape + jnp.shape(self.logits)[:-1]
+        labels = random.categorical(key, self.logits, shape=shape)
+        hits = jax.nn.one_hot(labels, self.event_shape[0], dtype=jnp.int32) * self.mask[..., None]
+        return jnp.max(hits, axis=-2)
+
+    @validate_sample
+    def log_prob(self, value: Array) -> Array:
+        value = jnp.asarray(value)
+        n_labels = jnp.sum(value != 0, axis=-1)
+        if self._validate_args and not isinstance(value, jax.core.Tracer):
+            too_many = np.asarray(n_labels) > self.max_labels
+            if np.any(too_many):
+                raise ValueError(
+                    f"label set(s) at {np.argwhere(too_many).tolist()} have more than "
+                    f"max_labels={self.max_labels} labels: build the distribution with a larger max_labels"
+                )
+        batch = jnp.broadcast_shapes(jnp.shape(value)[:-1], self.batch_shape)
+        n, c = jnp.shape(self.logits)[-2:]
+        value = jnp.broadcast_to(value, batch + (c,)).reshape(-1, c)
+        logits = jnp.broadcast_to(self.logits, batch + (n, c)).reshape(-1, n, c)
+        mask = jnp.broadcast_to(self.mask, batch + (n,)).reshape(-1, n)
+        # Stable argsort puts the set's classes first, in increasing order.
+        labels = jnp.argsort(value == 0, axis=-1, stable=True)[:, : self.max_labels]
+        label_mask = jnp.arange(self.max_labels) < n_labels.reshape(-1, 1)
+        ll = bucket_log_likelihood(logits, mask, labels.astype(jnp.int32), label_mask)
+        ll = jnp.where(n_labels.reshape(-1) > self.max_labels, jnp.nan, ll)
+        return ll.reshape(batch)

@@ -1,0 +1,232 @@
+"""The ORed-logistic model as a NumPyro model.
+
+Instance ``i`` of bag ``b`` has ``y_bi ~ Categorical(softmax(W^T x_bi + beta))``
+and the bag's label set is ``Y_b = union_i y_bi`` (``BagLabelSet``). One model
+serves MAP/EM point estimates and full posteriors (NUTS, SVI).
+
+Identifiability. Softmax probabilities do not change when one vector is added
+to every class's weights, so the raw (d, C) weights have a flat ridge that
+NUTS wanders along. The model uses the *sum-to-zero* parameterisation:
+``W = W_raw @ H.T`` with ``H`` (C, C-1) an orthonormal basis of the vectors
+orthogonal to ``1`` (Helmert contrasts), and likewise ``beta = beta_raw @ H.T``.
+Every class is treated alike (unlike a reference class), ``W`` sums to zero
+over classes, and ``||W||_F = ||W_raw||_F``.
+
+Priors replace the l2 regulariser. ``W_raw ~ Normal(0, prior_scale)`` gives a
+log-prior ``-||W||^2 / (2 prior_scale^2)``, so an l2 penalty ``lam * ||W||^2``
+corresponds to ``prior_scale = 1 / sqrt(2 * lam)`` (and ``lam = 1 / (2
+prior_scale^2)``). Because an l2 penalty already drives the overparameterised
+softmax weights to sum to zero over classes, the MAP of this model equals the
+l2-regularised maximum likelihood of the usual (d, C) parameterisation.
+``prior_scale=None`` is an improper flat prior: plain maximum likelihood.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+from .bags import DEFAULT_MAX_LABELS, check_label_sets, pack_bags
+from .distribution import BagLabelSet
+
+Array = jax.Array
+
+
+def sum_to_zero_basis(n_classes: int) -> np.ndarray:
+    """(C, C-1) orthonormal basis of the vectors summing to zero (Helmert).
+
+    Column ``k`` is ``(1, ..., 1, -(k+1), 0, ..., 0) / sqrt((k+1)(k+2))``.
+    """
+    basis = np.zeros((n_classes, n_classes - 1))
+    for k in range(n_classes - 1):
+        basis[: k + 1, k] = 1.0
+        basis[k + 1, k] = -(k + 1)
+        basis[:, k] /= np.sqrt((k + 1) * (k + 2))
+    return basis
+
+
+class ModelBucket(NamedTuple):
+    """Bags of one label-set size, padded to one instance count.
+
+    Attributes:
+        features: (B_k, N_k, d) instance features (zero on padding).
+        mask: (B_k, N_k) bool, real instances.
+        label_sets: (B_k, C) int32 multi-hot observed label sets, or None.
+        bag_ids: (B_k,) the bags' positions in the input.
+        max_labels: label-set size of the bucket (the DP's K), or the cap
+            when labels are unknown.
+    """
+
+    features: np.ndarray
+    mask: np.ndarray
+    label_sets: np.ndarray | None
+    bag_ids: np.ndarray
+    max_labels: int
+
+
+class ModelData(NamedTuple):
+    """Bags packed for ``orlr_model`` (see ``make_model_data``)."""
+
+    buckets: tuple[ModelBucket, ...]
+    n_bags: int
+    n_features: int
+    n_classes: int
+
+    def site_name(self, k: int) -> str:
+        """Name of bucket ``k``'s label-set site (its plate is ``bags_k``)."""
+        return f"Y_{k}"
+
+    def merge_sites(self, samples: dict[str, Array]) -> np.ndarray:
+        """Stack per-bucket site values back into bag order.
+
+        Args:
+            samples: ``{"Y_k": (S, B_k, ...)}`` as returned by ``Predictive``
+                or a ``log_likelihood`` computation.
+        Returns:
+            (S, B, ...) array in the input bag order.
+        """
+        parts = [np.asarray(samples[self.site_name(k)]) for k in range(len(self.buckets))]
+        out = np.empty(parts[0].shape[:1] + (self.n_bags,) + parts[0].shape[2:], parts[0].dtype)
+        for part, bucket in zip(parts, self.buckets):
+            out[:, bucket.bag_ids] = part
+        return out
+
+
+def check_features(bags: Sequence[np.ndarray], n_features: int | None = None) -> list[np.ndarray]:
+    """Validate ragged features; return them as float arrays.
+
+    Raises:
+        ValueError: naming the bag, for an empty bag, a non-2-D array, a
+            feature count that differs from the first bag (or ``n_features``),
+            or NaN/infinite features.
+    """
+    if isinstance(bags, np.ndarray) and bags.ndim == 2:
+        raise ValueError("bags must be a list of (n_b, d) arrays, one per bag, not one 2-D array")
+    out = []
+    for b, x in enumerate(bags):
+        x = np.asarray(x, dtype=float)
+        if x.ndim != 2:
+            raise ValueError(f"bag {b} has shape {x.shape}: expected (n_instances, n_features)")
+        if x.shape[0] == 0:
+            raise ValueError(f"bag {b} is empty: every bag needs at least one instance; remove it")
+        if n_features is None:
+            n_features = x.shape[1]
+        elif x.shape[1] != n_features:
+            raise ValueError(f"bag {b} has {x.shape[1]} features, expected {n_features}")
+        if not np.all(np.isfinite(x)):
+            rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1)).tolist()
+            raise ValueError(
+                f"bag {b} has NaN or infinite features in instance(s) {rows}: impute or "
+                "remove them before fitting"
+            )
+        out.append(x)
+    if not out:
+        raise ValueError("no bags given")
+    return out
+
+
+def make_model_data(
+    bags: Sequence[np.ndarray],
+    label_sets: Sequence[Iterable[int]] | None,
+    n_classes: int,
+    max_labels: int = DEFAULT_MAX_LABELS,
+    dtype: type = np.float32,
+) -> ModelData:
+    """Validate and pack bags for ``orlr_model``.
+
+    Args:
+        bags: B arrays (n_b, d) of instance features (add a bias column
+            yourself or rely on the model's intercept).
+        label_sets: B iterables of class indices, or None (simulation).
+        n_classes: C.
+        max_labels: cap on label-set size (the DP holds ``2**K`` states).
+        dtype: float dtype of the packed features.
+    """
+    feats = check_features(bags)
+    n_inst = [x.shape[0] for x in feats]
+    sets = None if label_sets is None else check_label_sets(label_sets, n_inst, n_classes, max_labels)
+    packed = pack_bags(n_inst, sets)
+    flat = np.concatenate(feats).astype(dtype)
+    buckets = []
+    for bucket in packed.buckets:
+        rows, mask = np.asarray(bucket.rows).T, np.asarray(bucket.mask).T
+        x = np.where(mask[..., None], flat[rows], 0.0).astype(dtype)
+        labels = np.asarray(bucket.labels)
+        obs = None
+        if sets is not None:
+            obs = np.zeros((mask.shape[0], n_classes), np.int32)
+            obs[np.arange(mask.shape[0])[None, :], labels] = 1
+        k = labels.shape[0] if sets is not None else min(max_labels, n_classes)
+        buckets.append(ModelBucket(x, mask, obs, np.asarray(bucket.bag_ids), k))
+    return ModelData(tuple(buckets), len(feats), flat.shape[1], n_classes)
+
+
+def class_weights(
+    n_features: int, n_classes: int, prior_scale: float | None, intercept_scale: float | None
+) -> tuple[Array, Array]:
+    """Sample the sum-to-zero weights; returns ``W`` (d, C) and ``beta`` (C,).
+
+    Sites: ``W_raw`` (d, C-1), ``beta_raw`` (C-1,) and the deterministic
+    ``W``, ``beta``. A ``None`` scale is an improper flat prior.
+    """
+    basis = jnp.asarray(sum_to_zero_basis(n_classes))
+
+    def _raw(name: str, shape: tuple[int, ...], scale: float | None) -> Array:
+        if scale is None:
+            prior = dist.ImproperUniform(dist.constraints.real, (), shape)
+        else:
+            prior = dist.Normal(0.0, scale).expand(shape).to_event(len(shape))
+        return numpyro.sample(name, prior)
+
+    w_raw = _raw("W_raw", (n_features, n_classes - 1), prior_scale)
+    b_raw = _raw("beta_raw", (n_classes - 1,), intercept_scale)
+    w = numpyro.deterministic("W", w_raw @ basis.T.astype(w_raw.dtype))
+    beta = numpyro.deterministic("beta", b_raw @ basis.T.astype(b_raw.dtype))
+    return w, beta
+
+
+def orlr_model(
+    data: ModelData,
+    prior_scale: float | None = 1.0,
+    intercept_scale: float | None = 10.0,
+    subsample_size: int | None = None,
+    observed: bool = True,
+) -> None:
+    """ORed-logistic NumPyro model.
+
+    Args:
+        data: from ``make_model_data``.
+        prior_scale: sd of the Normal prior on the weights (``1/sqrt(2 lam)``
+            for an l2 strength ``lam``); None for a flat prior (maximum
+            likelihood).
+        intercept_scale: sd of the Normal prior on the intercepts; None flat.
+        subsample_size: bags per minibatch (SVI). Each label-set bucket has its
+            own plate ``bags_k`` and draws its share ``~ B_k / B`` of the
+            minibatch, so the estimate is stratified and unbiased.
+        observed: condition on ``data``'s label sets; False simulates them.
+
+    Sites: ``W_raw``, ``beta_raw`` (latent), ``W``, ``beta`` (deterministic),
+    and per bucket ``k`` the label sets ``Y_k`` (B_k, C) in plate ``bags_k``.
+    """
+    w, beta = class_weights(data.n_features, data.n_classes, prior_scale, intercept_scale)
+    for k, bucket in enumerate(data.buckets):
+        size = bucket.mask.shape[0]
+        sub = None
+        if subsample_size is not None and subsample_size < data.n_bags:
+            sub = min(size, max(1, round(subsample_size * size / data.n_bags)))
+        with numpyro.plate(f"bags_{k}", size, subsample_size=sub) as idx:
+            take = (lambda a: a) if sub is None else (lambda a: jnp.asarray(a)[idx])
+            x = take(bucket.features)
+            logits = x @ w.astype(x.dtype) + beta.astype(x.dtype)
+            obs = take(bucket.label_sets) if observed and bucket.label_sets is not None else None
+            numpyro.sample(
+                data.site_name(k),
+                BagLabelSet(logits, take(bucket.mask), max_labels=bucket.max_labels),
+                obs=obs,
+            )

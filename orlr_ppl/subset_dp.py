@@ -1,0 +1,424 @@
+"""Exact subset dynamic program for the ORed-logistic bag likelihood.
+
+A bag holds ``N`` instances, each with a hidden label drawn independently from
+its own categorical distribution; the bag's label set ``Y`` is the union of the
+instance labels. Let the bag's own labels be the slots ``0..K-1``. The DP state
+after ``i`` instances is the distribution, over the ``2**K`` subsets ``S`` of
+the slots, of the union of the first ``i`` labels *given that every one of
+them lies in Y*::
+
+    alpha_i(S) = sum_{j in S} q_ij * (alpha_{i-1}(S) + alpha_{i-1}(S \\ {j}))
+
+with ``q_ij = p(y_i = Y[j]) / Q_i`` and ``Q_i = sum_j p(y_i = Y[j])``. Because
+``q_i`` is normalised, every step is a stochastic map: ``alpha_i`` stays a
+probability vector, and the per-step log-normaliser is ``log Q_i``, known
+before the scan starts, so it is summed outside it::
+
+    log p(Y | X) = sum_i log Q_i + log alpha_N(Y).
+
+The backward pass ``beta_{i-1}(S) = sum_j q_ij beta_i(S | {j})`` with
+``beta_N = [S == Y]`` gives every instance posterior in one more linear pass::
+
+    p(y_i = Y[j] | Y, X) = q_ij * sum_S alpha_{i-1}(S) beta_i(S | {j}) / alpha_N(Y).
+
+Both passes cost ``O(N K 2**K)`` per bag. They run in probability space,
+which is cheap; when ``alpha_N(Y)`` comes near the float's underflow range (a
+label of ``Y`` that the model finds astronomically unlikely) the buckets are
+recomputed in log space, which is exact for any finite logits.
+
+Layout. The passes work on *buckets* of ``B`` bags padded to ``N`` instances
+and ``K`` label slots, time-major and bag-minor: slot probabilities are
+(N, K, B) and DP states (2**K, B). Keeping the bag axis minor turns every
+reduction over slots or subsets into a loop over a major axis, which XLA fuses
+with its neighbours. Padded instances (``mask`` False) are identity steps and
+padded slots (``label_mask`` False) have probability zero: neither changes a
+result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+Array = jax.Array
+
+
+class DPResult(NamedTuple):
+    """Output of the subset DP on a bucket.
+
+    Attributes:
+        log_likelihood: (B,) ``log p(Y_b | X_b)``.
+        posteriors: ``p(y_bi = Y_b[j] | Y_b, X_b)``, (N, K, B) from
+            ``buckets_dp`` and (B, N, K) from ``bucket_dp``; slots of a real
+            instance sum to one, padded instances and slots are zero.
+    """
+
+    log_likelihood: Array
+    posteriors: Array
+
+
+class BucketInputs(NamedTuple):
+    """One bucket's DP inputs, time-major and bag-minor.
+
+    Attributes:
+        slot_log_probs: (N, K, B) ``log p(y_bi = Y_b[j] | x_bi)``: the
+            log-softmax of each instance at each of its bag's labels. It is not
+            normalised over the slots: the mass outside ``Y_b`` is what makes
+            ``p(Y_b)`` small.
+        mask: (N, B) bool, True for real instances.
+        label_mask: (K, B) bool, True for the bag's real label slots, packed
+            first (slot ``j`` real implies slot ``j - 1`` real).
+    """
+
+    slot_log_probs: Array
+    mask: Array
+    label_mask: Array
+
+
+class _Semiring(NamedTuple):
+    """The (plus, times) pair a pass runs in: probabilities or their logs."""
+
+    times: Callable[[Array, Array], Array]
+    plus: Callable[[Array, Array], Array]
+    total: Callable[..., Array]  # plus-reduction over an axis
+    embed: Callable[[Array], Array]  # a probability into this semiring
+
+
+def _log_plus(a: Array, b: Array) -> Array:
+    # Plain logaddexp: these passes are never differentiated (the VJP is
+    # written by hand), so jnp.logaddexp's gradient guards only cost compile time.
+    top = jnp.maximum(a, b)
+    safe = jnp.where(jnp.isneginf(top), 0.0, top)
+    return safe + jnp.log(jnp.exp(a - safe) + jnp.exp(b - safe))
+
+
+def _log_total(x: Array, axis: int) -> Array:
+    top = jnp.max(x, axis=axis, keepdims=True)
+    safe = jnp.where(jnp.isneginf(top), 0.0, top)
+    return jnp.squeeze(safe, axis) + jnp.log(jnp.sum(jnp.exp(x - safe), axis=axis))
+
+
+_PROB = _Semiring(jnp.multiply, jnp.add, jnp.sum, lambda p: p)
+_LOG = _Semiring(jnp.add, _log_plus, _log_total, jnp.log)
+
+
+def _bit_view(states: Array, j: int) -> Array:
+    """View (..., 2**K, B) states as (..., 2**(K-1-j), 2, 2**j, B).
+
+    Axis -3 of the view is slot ``j``'s bit. Static slices of this view stand
+    in for index gathers, so XLA fuses a whole DP step into one loop.
+    """
+    *lead, n_states, n_bags = states.shape
+    return states.reshape(*lead, n_states >> (j + 1), 2, 1 << j, n_bags)
+
+
+def _without(sr: _Semiring, states: Array, j: int) -> Array:
+    """``states[S \\ {j}]`` where ``j in S``; the semiring's zero elsewhere."""
+    v = _bit_view(states, j)
+    low = v[..., :1, :, :]
+    zero = jnp.full_like(low, sr.embed(jnp.zeros((), states.dtype)))
+    return jnp.concatenate([zero, low], axis=-3).reshape(states.shape)
+
+
+def _with(states: Array, j: int) -> Array:
+    """``states[S | {j}]`` for every S."""
+    v = _bit_view(states, j)
+    return jnp.broadcast_to(v[..., 1:, :, :], v.shape).reshape(states.shape)
+
+
+def _subset_totals(sr: _Semiring, q: Array) -> Array:
+    """(..., K, B) slot values -> (..., 2**K, B) their plus over each subset."""
+    out = jnp.full_like(q[..., :1, :], sr.embed(jnp.zeros((), q.dtype)))
+    for j in range(q.shape[-2]):
+        # Subsets holding slot j are the upper half once j is the top bit.
+        out = jnp.concatenate([out, sr.plus(out, q[..., j : j + 1, :])], axis=-2)
+    return out
+
+
+def _forward_pass(
+    sr: _Semiring, qs: Sequence[Array], stays: Sequence[Array], keep_history: bool
+) -> list[Array]:
+    """Forward recursion in semiring ``sr``, for buckets sharing one scan.
+
+    Args:
+        qs: per bucket, (N, K_k, B_k) normalised slot probabilities.
+        stays: per bucket, (N, 2**K_k, B_k) probability that a step adds nothing
+            new to S (one on padded instances, which makes them identity steps).
+        keep_history: return every state, not just the last.
+    Returns:
+        Per bucket, (N + 1, 2**K_k, B_k) the states ``alpha_0 .. alpha_N``, or
+        (1, 2**K_k, B_k) ``alpha_N`` alone without ``keep_history``.
+    """
+    alpha0 = [sr.embed(jnp.zeros(st.shape[1:], st.dtype).at[0].set(1.0)) for st in stays]
+
+    def _step(alphas: list[Array], inputs: tuple[list[Array], list[Array]]):
+        new = []
+        for alpha, q_i, stay_i in zip(alphas, *inputs):
+            a = sr.times(alpha, stay_i)
+            for j in range(q_i.shape[0]):
+                # Reach S by adding slot j (in S) to S \ {j}.
+                a = sr.plus(a, sr.times(q_i[j], _without(sr, alpha, j)))
+            new.append(a)
+        return new, (alphas if keep_history else None)
+
+    final, history = lax.scan(_step, alpha0, (list(qs), list(stays)))
+    if not keep_history:
+        return [f[None] for f in final]
+    return [jnp.concatenate([h, f[None]], axis=0) for h, f in zip(history, final)]
+
+
+def _backward_pass(
+    sr: _Semiring, qs: Sequence[Array], pads: Sequence[Array], alphas: Sequence[Array],
+    targets: Sequence[Array],
+) -> list[Array]:
+    """Backward recursion; returns the unnormalised joint ``p(y_i = Y[j], Y)``.
+
+    Args (per bucket, sharing one scan):
+        qs: (N, K, B), pads: (N, B), alphas: (N + 1, 2**K, B), in semiring
+        ``sr``; targets: (B,) subset index of each bag's full label set.
+    Returns:
+        Per bucket, (N, K, B) joint ``q_ij * sum_S alpha_{i-1}(S) beta_i(S | {j})``.
+    """
+    beta_n = [
+        sr.embed(jax.nn.one_hot(t, a.shape[1], dtype=a.dtype).T) for t, a in zip(targets, alphas)
+    ]
+
+    def _step(betas: list[Array], inputs: tuple[list[Array], list[Array]]):
+        new = []
+        for beta, q_i, pad_i in zip(betas, *inputs):
+            b = sr.times(pad_i, beta)
+            for j in range(q_i.shape[0]):
+                b = sr.plus(b, sr.times(q_i[j], _with(beta, j)))
+            new.append(b)
+        return new, betas
+
+    _, history = lax.scan(_step, beta_n, (list(qs), list(pads)), reverse=True)
+    out = []
+    for q, alpha, beta in zip(qs, alphas, history):
+        # The joint needs no carry, so it runs for all steps at once, off the loop.
+        joint = [sr.total(sr.times(alpha[:-1], _with(beta, j)), axis=1) for j in range(q.shape[1])]
+        out.append(sr.times(q, jnp.stack(joint, axis=1)))
+    return out
+
+
+class _Prepared(NamedTuple):
+    """Inputs of both passes."""
+
+    log_norm: Array  # (B,) sum_i log Q_i
+    log_q: Array  # (N, K, B) log normalised slot probabilities (-inf where absent)
+    pad: Array  # (N, B) one on padded instances
+    target: Array  # (B,) subset index of the full label set
+
+
+def _prepare(bucket: BucketInputs) -> _Prepared:
+    lp, mask, label_mask = bucket
+    neg_inf = jnp.asarray(-jnp.inf, lp.dtype)
+    lp = jnp.where(label_mask[None], lp, neg_inf)
+    log_q_tot = jax.nn.logsumexp(lp, axis=1)  # (N, B)
+    # Padded rows normalise by one so that nothing non-finite enters a pass.
+    log_q_tot = jnp.where(mask, log_q_tot, 0.0)
+    # An empty label set leaves Q_i = 0: keep -inf, not NaN, in the passes.
+    live = mask & jnp.isfinite(log_q_tot)
+    log_q = jnp.where(live[:, None], lp - log_q_tot[:, None], neg_inf)
+    n_labels = jnp.sum(label_mask, axis=0)
+    # Slots are packed first, so the full set is the low ``n_labels`` bits.
+    target = (jnp.left_shift(1, n_labels) - 1).astype(jnp.int32)
+    return _Prepared(jnp.sum(log_q_tot, axis=0), log_q, 1.0 - mask.astype(lp.dtype), target)
+
+
+def _run(sr: _Semiring, preps: Sequence[_Prepared], with_posteriors: bool) -> list[DPResult]:
+    """Both passes for buckets that share one scan of the longest one's length.
+
+    Shorter buckets get identity steps at the end, which change nothing.
+    """
+    n_steps = max(p.log_q.shape[0] for p in preps)
+    qs, pads, stays = [], [], []
+    for p in preps:
+        extra = n_steps - p.log_q.shape[0]
+        log_q = jnp.pad(p.log_q, ((0, extra), (0, 0), (0, 0)), constant_values=-jnp.inf)
+        q = jnp.exp(log_q) if sr is _PROB else log_q
+        pad = sr.embed(jnp.pad(p.pad, ((0, extra), (0, 0)), constant_values=1.0))
+        qs.append(q)
+        pads.append(pad)
+        stays.append(sr.plus(_subset_totals(sr, q), pad[:, None, :]))
+    alphas = _forward_pass(sr, qs, stays, keep_history=with_posteriors)
+    finals = [jnp.take_along_axis(a[-1], p.target[None], axis=0)[0] for a, p in zip(alphas, preps)]
+    log_finals = [f if sr is _LOG else jnp.log(f) for f in finals]
+    if not with_posteriors:
+        return [DPResult(p.log_norm + lf, jnp.zeros_like(p.log_q)) for p, lf in zip(preps, log_finals)]
+    joints = _backward_pass(sr, qs, pads, alphas, [p.target for p in preps])
+    out = []
+    for p, joint, f, lf in zip(preps, joints, finals, log_finals):
+        joint = joint[: p.log_q.shape[0]]
+        post = jnp.exp(joint - lf) if sr is _LOG else joint / f
+        out.append(DPResult(p.log_norm + lf, post))
+    return out
+
+
+def _resolved(fast: DPResult, prep: _Prepared) -> Array:
+    """(B,) whether the probability-space pass resolved each bag to ~eps.
+
+    Values under ``tiny`` flush to zero. At most ``N * 2**K`` of them are lost,
+    each weighing less than ``tiny``, so a final mass above ``N * 2**K *
+    tiny / eps`` keeps its relative error within one ulp.
+    """
+    info = jnp.finfo(fast.log_likelihood.dtype)
+    n_steps, n_slots = prep.log_q.shape[:2]
+    floor = float(info.tiny) / float(info.eps) * n_steps * 2**n_slots
+    return fast.log_likelihood - prep.log_norm >= np.log(floor)
+
+
+def buckets_dp(buckets: Sequence[BucketInputs], with_posteriors: bool = True) -> list[DPResult]:
+    """Exact log-likelihoods and instance posteriors for several buckets.
+
+    Each bucket runs in probability space. If any bag of any bucket comes near
+    underflow, a single ``lax.cond`` reruns the buckets in log space and takes
+    the log-space values for the unresolved bags, so the common case pays one
+    predicate for the whole batch.
+
+    Args:
+        buckets: ``BucketInputs`` of shapes (N_k, K_k, B_k), (N_k, B_k), (K_k, B_k).
+        with_posteriors: also run the backward pass.
+    Returns:
+        One ``DPResult`` per bucket, ``log_likelihood`` (B_k,) and
+        ``posteriors`` (N_k, K_k, B_k) (zeros without ``with_posteriors``). A
+        bag with more labels than instances gets ``-inf`` and NaN posteriors.
+    """
+    preps = [_prepare(b) for b in buckets]
+    # One label: every instance must take it; no DP is needed.
+    results: list[DPResult | None] = [
+        DPResult(p.log_norm, (1.0 - p.pad)[:, None, :]) if p.log_q.shape[1] == 1 else None
+        for p in preps
+    ]
+    groups = _scan_groups([p.log_q.shape[0] if r is None else 0 for p, r in zip(preps, results)])
+    for group in groups:
+        for k, res in zip(group, _run(_PROB, [preps[k] for k in group], with_posteriors)):
+            results[k] = res
+    dp_ids = [k for group in groups for k in group]
+    if not dp_ids:
+        return results
+    flags = {k: _resolved(results[k], preps[k]) for k in dp_ids}
+
+    def _robust() -> list[DPResult]:
+        out = list(results)
+        for group in groups:
+            for k, exact in zip(group, _run(_LOG, [preps[k] for k in group], with_posteriors)):
+                out[k] = jax.tree.map(lambda f, e, ok=flags[k]: jnp.where(ok, f, e), results[k], exact)
+        return out
+
+    return lax.cond(jnp.all(jnp.concatenate(list(flags.values()))), lambda: results, _robust)
+
+
+def _scan_groups(lengths: Sequence[int]) -> list[list[int]]:
+    """Indices of buckets (length > 0) grouped to share a scan.
+
+    A bucket joins the group of the next longer one when it has at least half
+    its length, so that shared scans at most double a bucket's steps while
+    paying each loop's overhead once.
+    """
+    order = sorted((n, k) for k, n in enumerate(lengths) if n > 0)[::-1]
+    groups: list[list[int]] = []
+    top = 0
+    for n, k in order:
+        if groups and 2 * n >= top:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+            top = n
+    return groups
+
+
+def bucket_dp(
+    slot_log_probs: Array, mask: Array, label_mask: Array, with_posteriors: bool = True
+) -> DPResult:
+    """``buckets_dp`` on one bucket given batch-major.
+
+    Args:
+        slot_log_probs: (B, N, K); mask: (B, N); label_mask: (B, K) (see
+            ``BucketInputs`` for their meaning).
+    Returns:
+        ``DPResult`` with ``log_likelihood`` (B,) and ``posteriors`` (B, N, K).
+    """
+    inputs = BucketInputs(jnp.transpose(slot_log_probs, (1, 2, 0)), mask.T, label_mask.T)
+    res = buckets_dp([inputs], with_posteriors)[0]
+    return DPResult(res.log_likelihood, jnp.transpose(res.posteriors, (2, 0, 1)))
+
+
+def slot_log_probs(log_probs: Array, rows: Array, labels: Array) -> Array:
+    """Gather time-major slot log-probabilities from flat instance rows.
+
+    Args:
+        log_probs: (n_rows, C) log-softmax of every instance.
+        rows: (N, B) row of each padded instance (any valid row on padding).
+        labels: (K, B) class of each label slot (any valid class on padding).
+    Returns:
+        (N, K, B) ``log_probs[rows[i, b], labels[j, b]]``.
+    """
+    n_classes = log_probs.shape[1]
+    return log_probs.reshape(-1)[rows[:, None, :] * n_classes + labels[None, :, :]]
+
+
+def spread_slots(slot_values: Array, labels: Array, label_mask: Array, n_classes: int) -> Array:
+    """(N, K, B) slot values -> (N, B, C) class values, zero off the labels."""
+    out = jnp.zeros(slot_values.shape[:1] + slot_values.shape[2:] + (n_classes,), slot_values.dtype)
+    classes = jnp.arange(n_classes)
+    for j in range(slot_values.shape[1]):
+        hit = (labels[j][:, None] == classes) & label_mask[j][:, None]  # (B, C)
+        out = out + jnp.where(hit, slot_values[:, j, :, None], 0.0)
+    return out
+
+
+def _padded_inputs(logits: Array, mask: Array, labels: Array, label_mask: Array):
+    B, N, C = logits.shape
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    rows = (jnp.arange(B)[None, :] * N + jnp.arange(N)[:, None]).astype(jnp.int32)
+    inputs = BucketInputs(slot_log_probs(log_probs.reshape(B * N, C), rows, labels.T), mask.T, label_mask.T)
+    return log_probs, inputs
+
+
+@jax.custom_vjp
+def bucket_log_likelihood(logits: Array, mask: Array, labels: Array, label_mask: Array) -> Array:
+    """Bag log-likelihoods of a bucket, differentiable in ``logits``.
+
+    Args:
+        logits: (B, N, C) instance class scores (``W x + beta``).
+        mask: (B, N) bool, real instances.
+        labels: (B, K) int, class of each label slot (any class where padded).
+        label_mask: (B, K) bool, real slots, packed first.
+    Returns:
+        (B,) ``log p(Y_b | X_b)``. The gradient w.r.t. ``logits`` is
+        ``posterior - softmax`` on real instances, from the DP's backward pass
+        rather than from differentiating through the scan.
+    """
+    _, inputs = _padded_inputs(logits, mask, labels, label_mask)
+    return buckets_dp([inputs], with_posteriors=False)[0].log_likelihood
+
+
+def bucket_posteriors(logits: Array, mask: Array, labels: Array, label_mask: Array) -> DPResult:
+    """Log-likelihoods (B,) and class posteriors (B, N, C) of a bucket.
+
+    Arguments as ``bucket_log_likelihood``. ``posteriors[b, i, c]`` is
+    ``p(y_bi = c | Y_b, X_b)``: zero for ``c`` outside ``Y_b`` and on padding.
+    """
+    _, inputs = _padded_inputs(logits, mask, labels, label_mask)
+    res = buckets_dp([inputs], with_posteriors=True)[0]
+    post = spread_slots(res.posteriors, labels.T, label_mask.T, logits.shape[-1])
+    return DPResult(res.log_likelihood, jnp.swapaxes(post, 0, 1))
+
+
+def _bll_fwd(logits: Array, mask: Array, labels: Array, label_mask: Array):
+    res = bucket_posteriors(logits, mask, labels, label_mask)
+    score = jnp.where(mask[..., None], res.posteriors - jax.nn.softmax(logits, axis=-1), 0.0)
+    return res.log_likelihood, score
+
+
+def _bll_bwd(score: Array, g: Array):
+    return (g[:, None, None] * score, None, None, None)
+
+
+bucket_log_likelihood.defvjp(_bll_fwd, _bll_bwd)

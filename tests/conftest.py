@@ -1,0 +1,20 @@
+import os
+import sys
+
+import jax
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+settings.register_profile(
+    "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+settings.load_profile("ci")
+
+DTYPES = ["float32", "float64"]
+TOL = {"float32": 1e-4, "float64": 1e-10}
+
+
+def precision(dtype: str):
+    """Context running JAX in ``dtype`` (float64 enables ``jax_enable_x64``)."""
+    return jax.enable_x64(dtype == "float64")
