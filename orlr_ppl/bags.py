@@ -25,8 +25,10 @@ DEFAULT_MAX_LABELS = 16
 """Largest label set accepted by default: the DP holds ``2**K`` states a bag."""
 
 PAD_FACTOR = 2.0
-"""Instance-count groups inside a label-set size are merged while the padded
-cell count stays within this factor of the real one."""
+"""Neighbouring instance-count groups inside a label-set size merge while that
+at most multiplies their padded cells by this factor. Groups start as powers
+of two, so a bucket never holds more than ~4x its real cells, and one very
+long bag never pads the short ones."""
 
 SMALL_BUCKET_CELLS = 1 << 14
 """Merge groups anyway while a bucket's padded work (cells * K * 2**K) stays
@@ -135,38 +137,53 @@ def check_label_sets(
     return out
 
 
-def check_logits(logits: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
-    """Validate ragged logits; return them as arrays and the class count.
+def check_ragged(
+    arrays: Sequence[np.ndarray], kind: str, column: str, width: int | None = None
+) -> tuple[list[np.ndarray], int]:
+    """Validate a ragged list of (n_b, width) float arrays, one per bag.
 
+    Args:
+        arrays: one 2-D array per bag.
+        kind: what the arrays hold, for messages ("logits", "features").
+        column: what a column is, for messages ("classes", "features").
+        width: the required column count; default: bag 0's.
+    Returns:
+        The arrays as floating arrays, and the column count.
     Raises:
-        ValueError: naming the bag, for a non-2-D array, an empty bag, a class
-            count that differs from bag 0, or NaN/infinite entries.
+        ValueError: naming the bag, for a non-2-D array, an empty bag, a
+            column count that differs, or NaN/infinite entries (naming the
+            instances).
     """
-    if isinstance(logits, np.ndarray) and logits.ndim == 2:
-        raise ValueError("logits must be a list of (n_b, C) arrays, one per bag, not one 2-D array")
+    if isinstance(arrays, np.ndarray) and arrays.ndim == 2:
+        raise ValueError(f"{kind} must be a list of (n_b, {column}) arrays, one per bag, not one 2-D array")
     out = []
-    n_classes = None
-    for b, z in enumerate(logits):
-        z = np.asarray(z)
-        if z.ndim != 2:
-            raise ValueError(f"logits of bag {b} have shape {z.shape}: expected (n_instances, n_classes)")
-        if z.shape[0] == 0:
+    for b, a in enumerate(arrays):
+        a = np.asarray(a)
+        if a.ndim != 2:
+            raise ValueError(f"{kind} of bag {b} have shape {a.shape}: expected (n_instances, {column})")
+        if a.shape[0] == 0:
             raise ValueError(f"bag {b} is empty: every bag needs at least one instance; remove it")
-        if n_classes is None:
-            n_classes = z.shape[1]
-        elif z.shape[1] != n_classes:
-            raise ValueError(f"bag {b} has {z.shape[1]} classes but bag 0 has {n_classes}")
-        if not np.issubdtype(z.dtype, np.floating):
-            z = z.astype(np.float64)
-        if not np.all(np.isfinite(z)):
+        if width is None:
+            width = a.shape[1]
+        elif a.shape[1] != width:
+            raise ValueError(f"bag {b} has {a.shape[1]} {column}, expected {width}")
+        if not np.issubdtype(a.dtype, np.floating):
+            a = a.astype(np.float64)
+        if not np.all(np.isfinite(a)):
+            rows = np.flatnonzero(~np.all(np.isfinite(a), axis=1)).tolist()
             raise ValueError(
-                f"bag {b} has NaN or infinite logits: check its features and the weights "
-                "(impute or drop bad features before fitting)"
+                f"bag {b} has NaN or infinite {kind} in instance(s) {rows}: impute or remove "
+                "them (or the bag) before fitting"
             )
-        out.append(z)
-    if n_classes is None:
+        out.append(a)
+    if width is None:
         raise ValueError("no bags given")
-    return out, n_classes
+    return out, width
+
+
+def check_logits(logits: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+    """``check_ragged`` for logits: returns the arrays and the class count."""
+    return check_ragged(logits, "logits", "classes")
 
 
 def _length_groups(lengths: np.ndarray, n_slots: int) -> list[np.ndarray]:
@@ -176,14 +193,17 @@ def _length_groups(lengths: np.ndarray, n_slots: int) -> list[np.ndarray]:
     # Geometric length classes bound the padding of each class by 2x ...
     cls = np.ceil(np.log2(np.maximum(sorted_len, 1))).astype(int)
     groups = [order[cls == c] for c in np.unique(cls)]
+
     # ... then neighbours merge while padding stays cheap.
+    def padded(idx: np.ndarray) -> int:
+        return len(idx) * int(lengths[idx].max())
+
     merged = [groups[0]]
     cost = max(n_slots, 1) * 2**n_slots
     for g in groups[1:]:
         cand = np.concatenate([merged[-1], g])
-        real = lengths[cand].sum()
-        padded = len(cand) * lengths[cand].max()
-        if padded <= PAD_FACTOR * real or padded * cost <= SMALL_BUCKET_CELLS:
+        apart = padded(merged[-1]) + padded(g)
+        if padded(cand) <= PAD_FACTOR * apart or padded(cand) * cost <= SMALL_BUCKET_CELLS:
             merged[-1] = cand
         else:
             merged.append(g)

@@ -39,8 +39,10 @@ def _demo(args: argparse.Namespace) -> int:
     steps.close()
     n_inst = sum(len(b) for b in train.bags)
     print(f"MIML digits: {len(train.bags)} training bags, {n_inst} instances, 10 classes")
-    print(f"MAP (prior_scale={args.prior_scale}): {fit.n_iter} L-BFGS iterations in {elapsed:.1f}s, "
-          f"log posterior {fit.log_posterior:.2f}")
+    print(
+        f"MAP (prior_scale={args.prior_scale}): {fit.n_iter} L-BFGS iterations in {elapsed:.1f}s, "
+        f"log posterior {fit.log_posterior:.2f}"
+    )
     print(f"instance accuracy, inductive (held-out bags): {inductive:.3f}")
     print(f"instance accuracy, transductive (training bags, given their label sets): {transductive:.3f}")
     return 0

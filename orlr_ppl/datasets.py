@@ -24,9 +24,7 @@ class MIMLDataset(NamedTuple):
     n_classes: int
 
 
-def make_miml_digits(
-    n_bags: int = 300, min_size: int = 2, max_size: int = 8, seed: int = 0
-) -> MIMLDataset:
+def make_miml_digits(n_bags: int = 300, min_size: int = 2, max_size: int = 8, seed: int = 0) -> MIMLDataset:
     """MIML digits: random digit strings built from scikit-learn's digits.
 
     Each bag is a string of ``min_size``..``max_size`` handwritten digits drawn

@@ -25,27 +25,30 @@ class BagLabelSet(Distribution):
 
     Args:
         logits: (*batch, N, C) instance class scores; bags padded to ``N``.
-        mask: (*batch, N) bool, real instances (default: all). Padded
+        instance_mask: (*batch, N) bool, real instances (default: all). Padded
             instances take no label and cost nothing.
         max_labels: the largest label set ``log_prob`` scores; the DP holds
             ``2**max_labels`` states per bag. Default ``C`` when ``C`` is at
             most 16; set it explicitly above that. Values with more labels
             get a NaN log-probability (a ValueError when the value is concrete
             and ``validate_args`` is on).
-        validate_args: check parameters and values (NumPyro convention).
+        validate_args: check parameters and values (NumPyro convention; on by
+            default in recent NumPyro). Checks on concrete arrays raise a
+            ValueError; under ``jit`` they are skipped and an unscorable value
+            gets NaN.
 
     Value: (*batch, C) int 0/1 multi-hot label set; ``event_shape == (C,)``.
     """
 
     arg_constraints = {"logits": constraints.real}
     support = constraints.independent(constraints.boolean, 1)
-    pytree_data_fields = ("logits", "mask")
+    pytree_data_fields = ("logits", "instance_mask")
     pytree_aux_fields = ("max_labels",)
 
     def __init__(
         self,
         logits: Array,
-        mask: Array | None = None,
+        instance_mask: Array | None = None,
         max_labels: int | None = None,
         *,
         validate_args: bool | None = None,
@@ -61,25 +64,34 @@ class BagLabelSet(Distribution):
                 )
             max_labels = n_classes
         self.logits = logits
-        self.mask = jnp.ones(jnp.shape(logits)[:-1], bool) if mask is None else jnp.asarray(mask, bool)
-        if self.mask.shape != jnp.shape(logits)[:-1]:
-            raise ValueError(f"mask shape {self.mask.shape} != logits shape[:-1] {jnp.shape(logits)[:-1]}")
+        self.instance_mask = (
+            jnp.ones(jnp.shape(logits)[:-1], bool)
+            if instance_mask is None
+            else jnp.asarray(instance_mask, bool)
+        )
+        if self.instance_mask.shape != jnp.shape(logits)[:-1]:
+            raise ValueError(
+                f"instance_mask shape {self.instance_mask.shape} != logits shape[:-1] "
+                f"{jnp.shape(logits)[:-1]}"
+            )
         self.max_labels = int(min(max_labels, n_classes))
+        if validate_args is not False and not isinstance(logits, jax.core.Tracer):
+            # Before NumPyro's own check, whose message names no bag.
+            bad = ~np.all(np.isfinite(np.asarray(logits)), axis=(-1, -2))
+            if np.any(bad):
+                where = [tuple(i) for i in np.argwhere(bad).tolist()]
+                raise ValueError(
+                    f"bag(s) at batch index {where} have NaN or infinite logits: "
+                    "check the features and weights"
+                )
         super().__init__(
             batch_shape=jnp.shape(logits)[:-2], event_shape=(n_classes,), validate_args=validate_args
         )
-        if self._validate_args and not isinstance(logits, jax.core.Tracer):
-            bad = ~np.all(np.isfinite(np.asarray(logits)), axis=(-1, -2))
-            if np.any(bad):
-                raise ValueError(
-                    f"bag(s) {np.argwhere(bad).tolist()} have NaN or infinite logits: "
-                    "check the features and weights"
-                )
 
     def sample(self, key: Array, sample_shape: tuple[int, ...] = ()) -> Array:
         shape = sample_shape + jnp.shape(self.logits)[:-1]
         labels = random.categorical(key, self.logits, shape=shape)
-        hits = jax.nn.one_hot(labels, self.event_shape[0], dtype=jnp.int32) * self.mask[..., None]
+        hits = jax.nn.one_hot(labels, self.event_shape[0], dtype=jnp.int32) * self.instance_mask[..., None]
         return jnp.max(hits, axis=-2)
 
     @validate_sample
@@ -89,15 +101,16 @@ class BagLabelSet(Distribution):
         if self._validate_args and not isinstance(value, jax.core.Tracer):
             too_many = np.asarray(n_labels) > self.max_labels
             if np.any(too_many):
+                where = [tuple(i) for i in np.argwhere(too_many).tolist()]
                 raise ValueError(
-                    f"label set(s) at {np.argwhere(too_many).tolist()} have more than "
-                    f"max_labels={self.max_labels} labels: build the distribution with a larger max_labels"
+                    f"label set(s) at batch index {where} have more than max_labels="
+                    f"{self.max_labels} labels: build the distribution with a larger max_labels"
                 )
         batch = jnp.broadcast_shapes(jnp.shape(value)[:-1], self.batch_shape)
         n, c = jnp.shape(self.logits)[-2:]
         value = jnp.broadcast_to(value, batch + (c,)).reshape(-1, c)
         logits = jnp.broadcast_to(self.logits, batch + (n, c)).reshape(-1, n, c)
-        mask = jnp.broadcast_to(self.mask, batch + (n,)).reshape(-1, n)
+        mask = jnp.broadcast_to(self.instance_mask, batch + (n,)).reshape(-1, n)
         # Stable argsort puts the set's classes first, in increasing order.
         labels = jnp.argsort(value == 0, axis=-1, stable=True)[:, : self.max_labels]
         label_mask = jnp.arange(self.max_labels) < n_labels.reshape(-1, 1)

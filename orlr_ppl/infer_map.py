@@ -63,8 +63,13 @@ def fit_map(
         v, g = _neg_and_grad(jnp.asarray(x, flat0.dtype))
         return float(v), np.asarray(g, dtype=np.float64)
 
-    res = minimize(_fun, np.asarray(flat0, np.float64), jac=True, method="L-BFGS-B",
-                   options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-5})
+    res = minimize(
+        _fun,
+        np.asarray(flat0, np.float64),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-5},
+    )
     params = unravel(jnp.asarray(res.x, flat0.dtype))
 
     basis = sum_to_zero_basis(c)

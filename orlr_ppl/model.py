@@ -32,7 +32,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .bags import DEFAULT_MAX_LABELS, check_label_sets, pack_bags
+from .bags import DEFAULT_MAX_LABELS, check_label_sets, check_ragged, pack_bags
 from .distribution import BagLabelSet
 
 Array = jax.Array
@@ -99,36 +99,8 @@ class ModelData(NamedTuple):
 
 
 def check_features(bags: Sequence[np.ndarray], n_features: int | None = None) -> list[np.ndarray]:
-    """Validate ragged features; return them as float arrays.
-
-    Raises:
-        ValueError: naming the bag, for an empty bag, a non-2-D array, a
-            feature count that differs from the first bag (or ``n_features``),
-            or NaN/infinite features.
-    """
-    if isinstance(bags, np.ndarray) and bags.ndim == 2:
-        raise ValueError("bags must be a list of (n_b, d) arrays, one per bag, not one 2-D array")
-    out = []
-    for b, x in enumerate(bags):
-        x = np.asarray(x, dtype=float)
-        if x.ndim != 2:
-            raise ValueError(f"bag {b} has shape {x.shape}: expected (n_instances, n_features)")
-        if x.shape[0] == 0:
-            raise ValueError(f"bag {b} is empty: every bag needs at least one instance; remove it")
-        if n_features is None:
-            n_features = x.shape[1]
-        elif x.shape[1] != n_features:
-            raise ValueError(f"bag {b} has {x.shape[1]} features, expected {n_features}")
-        if not np.all(np.isfinite(x)):
-            rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1)).tolist()
-            raise ValueError(
-                f"bag {b} has NaN or infinite features in instance(s) {rows}: impute or "
-                "remove them before fitting"
-            )
-        out.append(x)
-    if not out:
-        raise ValueError("no bags given")
-    return out
+    """``check_ragged`` for features (n_b, d); ``n_features`` fixes ``d``."""
+    return check_ragged(bags, "features", "features", n_features)[0]
 
 
 def make_model_data(

@@ -97,13 +97,32 @@ def _log_plus(a: Array, b: Array) -> Array:
     return safe + jnp.log(jnp.exp(a - safe) + jnp.exp(b - safe))
 
 
+_UNROLL_REDUCE = 16
+"""Axes up to this long are reduced as a chain of slices, which XLA fuses into
+the producer's loop; a reduce op on CPU costs a separate, slow kernel."""
+
+
+def _reduce(op: Callable[[Array, Array], Array], x: Array, axis: int, fallback: Callable) -> Array:
+    if x.shape[axis] > _UNROLL_REDUCE:
+        return fallback(x, axis=axis)
+    parts = [lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis])]
+    out = parts[0]
+    for part in parts[1:]:
+        out = op(out, part)
+    return out
+
+
+def _sum(x: Array, axis: int) -> Array:
+    return _reduce(jnp.add, x, axis, jnp.sum)
+
+
 def _log_total(x: Array, axis: int) -> Array:
-    top = jnp.max(x, axis=axis, keepdims=True)
+    top = jnp.expand_dims(_reduce(jnp.maximum, x, axis, jnp.max), axis)
     safe = jnp.where(jnp.isneginf(top), 0.0, top)
-    return jnp.squeeze(safe, axis) + jnp.log(jnp.sum(jnp.exp(x - safe), axis=axis))
+    return jnp.squeeze(safe, axis) + jnp.log(_sum(jnp.exp(x - safe), axis))
 
 
-_PROB = _Semiring(jnp.multiply, jnp.add, jnp.sum, lambda p: p)
+_PROB = _Semiring(jnp.multiply, jnp.add, _sum, lambda p: p)
 _LOG = _Semiring(jnp.add, _log_plus, _log_total, jnp.log)
 
 
@@ -141,39 +160,44 @@ def _subset_totals(sr: _Semiring, q: Array) -> Array:
 
 
 def _forward_pass(
-    sr: _Semiring, qs: Sequence[Array], stays: Sequence[Array], keep_history: bool
+    sr: _Semiring, qs: Sequence[Array], pads: Sequence[Array], keep_history: bool
 ) -> list[Array]:
     """Forward recursion in semiring ``sr``, for buckets sharing one scan.
 
     Args:
         qs: per bucket, (N, K_k, B_k) normalised slot probabilities.
-        stays: per bucket, (N, 2**K_k, B_k) probability that a step adds nothing
-            new to S (one on padded instances, which makes them identity steps).
+        pads: per bucket, (N, B_k) one on padded instances (identity steps).
         keep_history: return every state, not just the last.
     Returns:
         Per bucket, (N + 1, 2**K_k, B_k) the states ``alpha_0 .. alpha_N``, or
         (1, 2**K_k, B_k) ``alpha_N`` alone without ``keep_history``.
     """
-    alpha0 = [sr.embed(jnp.zeros(st.shape[1:], st.dtype).at[0].set(1.0)) for st in stays]
+    alpha0 = [sr.embed(jnp.zeros((1 << q.shape[1], q.shape[2]), q.dtype).at[0].set(1.0)) for q in qs]
 
     def _step(alphas: list[Array], inputs: tuple[list[Array], list[Array]]):
         new = []
-        for alpha, q_i, stay_i in zip(alphas, *inputs):
-            a = sr.times(alpha, stay_i)
+        for alpha, q_i, pad_i in zip(alphas, *inputs):
+            # Stay at S when the label is already in S (or the step is padding);
+            # computed here, not stored, so it fuses into the step.
+            stay = sr.plus(_subset_totals(sr, q_i[None])[0], pad_i)
+            a = sr.times(alpha, stay)
             for j in range(q_i.shape[0]):
                 # Reach S by adding slot j (in S) to S \ {j}.
                 a = sr.plus(a, sr.times(q_i[j], _without(sr, alpha, j)))
             new.append(a)
         return new, (alphas if keep_history else None)
 
-    final, history = lax.scan(_step, alpha0, (list(qs), list(stays)))
+    final, history = lax.scan(_step, alpha0, (list(qs), list(pads)))
     if not keep_history:
         return [f[None] for f in final]
     return [jnp.concatenate([h, f[None]], axis=0) for h, f in zip(history, final)]
 
 
 def _backward_pass(
-    sr: _Semiring, qs: Sequence[Array], pads: Sequence[Array], alphas: Sequence[Array],
+    sr: _Semiring,
+    qs: Sequence[Array],
+    pads: Sequence[Array],
+    alphas: Sequence[Array],
     targets: Sequence[Array],
 ) -> list[Array]:
     """Backward recursion; returns the unnormalised joint ``p(y_i = Y[j], Y)``.
@@ -184,9 +208,7 @@ def _backward_pass(
     Returns:
         Per bucket, (N, K, B) joint ``q_ij * sum_S alpha_{i-1}(S) beta_i(S | {j})``.
     """
-    beta_n = [
-        sr.embed(jax.nn.one_hot(t, a.shape[1], dtype=a.dtype).T) for t, a in zip(targets, alphas)
-    ]
+    beta_n = [sr.embed(jax.nn.one_hot(t, a.shape[1], dtype=a.dtype).T) for t, a in zip(targets, alphas)]
 
     def _step(betas: list[Array], inputs: tuple[list[Array], list[Array]]):
         new = []
@@ -219,13 +241,13 @@ def _prepare(bucket: BucketInputs) -> _Prepared:
     lp, mask, label_mask = bucket
     neg_inf = jnp.asarray(-jnp.inf, lp.dtype)
     lp = jnp.where(label_mask[None], lp, neg_inf)
-    log_q_tot = jax.nn.logsumexp(lp, axis=1)  # (N, B)
+    log_q_tot = _log_total(lp, axis=1)  # (N, B)
     # Padded rows normalise by one so that nothing non-finite enters a pass.
     log_q_tot = jnp.where(mask, log_q_tot, 0.0)
     # An empty label set leaves Q_i = 0: keep -inf, not NaN, in the passes.
     live = mask & jnp.isfinite(log_q_tot)
     log_q = jnp.where(live[:, None], lp - log_q_tot[:, None], neg_inf)
-    n_labels = jnp.sum(label_mask, axis=0)
+    n_labels = _sum(label_mask.astype(jnp.int32), axis=0)
     # Slots are packed first, so the full set is the low ``n_labels`` bits.
     target = (jnp.left_shift(1, n_labels) - 1).astype(jnp.int32)
     return _Prepared(jnp.sum(log_q_tot, axis=0), log_q, 1.0 - mask.astype(lp.dtype), target)
@@ -237,7 +259,7 @@ def _run(sr: _Semiring, preps: Sequence[_Prepared], with_posteriors: bool) -> li
     Shorter buckets get identity steps at the end, which change nothing.
     """
     n_steps = max(p.log_q.shape[0] for p in preps)
-    qs, pads, stays = [], [], []
+    qs, pads = [], []
     for p in preps:
         extra = n_steps - p.log_q.shape[0]
         log_q = jnp.pad(p.log_q, ((0, extra), (0, 0), (0, 0)), constant_values=-jnp.inf)
@@ -245,8 +267,7 @@ def _run(sr: _Semiring, preps: Sequence[_Prepared], with_posteriors: bool) -> li
         pad = sr.embed(jnp.pad(p.pad, ((0, extra), (0, 0)), constant_values=1.0))
         qs.append(q)
         pads.append(pad)
-        stays.append(sr.plus(_subset_totals(sr, q), pad[:, None, :]))
-    alphas = _forward_pass(sr, qs, stays, keep_history=with_posteriors)
+    alphas = _forward_pass(sr, qs, pads, keep_history=with_posteriors)
     finals = [jnp.take_along_axis(a[-1], p.target[None], axis=0)[0] for a, p in zip(alphas, preps)]
     log_finals = [f if sr is _LOG else jnp.log(f) for f in finals]
     if not with_posteriors:
@@ -292,8 +313,7 @@ def buckets_dp(buckets: Sequence[BucketInputs], with_posteriors: bool = True) ->
     preps = [_prepare(b) for b in buckets]
     # One label: every instance must take it; no DP is needed.
     results: list[DPResult | None] = [
-        DPResult(p.log_norm, (1.0 - p.pad)[:, None, :]) if p.log_q.shape[1] == 1 else None
-        for p in preps
+        DPResult(p.log_norm, (1.0 - p.pad)[:, None, :]) if p.log_q.shape[1] == 1 else None for p in preps
     ]
     groups = _scan_groups([p.log_q.shape[0] if r is None else 0 for p, r in zip(preps, results)])
     for group in groups:

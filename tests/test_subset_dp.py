@@ -15,7 +15,8 @@ from reference import brute_force, inclusion_exclusion_mp
 from scipy.special import log_softmax
 
 import orlr_ppl
-from orlr_ppl.subset_dp import bucket_dp
+from orlr_ppl import subset_dp
+from orlr_ppl.subset_dp import BucketInputs, bucket_dp
 
 N_MAX, K_MAX, C_MAX = 7, 4, 6
 _bucket_dp = jax.jit(bucket_dp)
@@ -58,7 +59,7 @@ def test_dp_matches_brute_force(dtype, bag):
     assert abs(ll - ref_ll) <= tol * max(1.0, abs(ref_ll))
     n = logits.shape[0]
     np.testing.assert_allclose(post[:n, : len(labels)], ref_post[:, labels], atol=tol, rtol=0)
-    assert np.all(post[n:] == 0) and np.all(post[:, len(labels):] == 0)
+    assert np.all(post[n:] == 0) and np.all(post[:, len(labels) :] == 0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -134,6 +135,13 @@ def test_extreme_logits_are_finite_and_exact(dtype):
     with precision(dtype):
         ll = orlr_ppl.bag_log_likelihood(bags, sets)
         post = orlr_ppl.instance_posteriors(bags, sets)
+        # The last bag really needs the log-space path: in probability space it underflows.
+        lp = log_softmax(bags[-1], axis=1)[:, sets[-1]]
+        inputs = BucketInputs(
+            jnp.asarray(lp[:, :, None], dtype=dtype), jnp.ones((3, 1), bool), jnp.ones((2, 1), bool)
+        )
+        fast = subset_dp._run(subset_dp._PROB, [subset_dp._prepare(inputs)], True)[0]
+        assert not np.isfinite(float(fast.log_likelihood[0]))
     for b in range(len(bags)):
         ref_ll, ref_post = brute_force(bags[b], sets[b])
         assert np.isfinite(ll[b]), b

@@ -1,0 +1,168 @@
+"""Cost of the exact MIML likelihood against plain softmax regression.
+
+Times log-likelihood + gradient w.r.t. W, jitted, for
+
+  (a) the exact ORed-logistic bag likelihood (subset DP), and
+  (b) softmax regression with the instance labels known,
+
+on the same instances, for (i) HJA-shaped synthetic data (548 bags, mean 9.1
+instances and 2.1 labels a bag, 13 classes, 38 features + bias) and (ii)
+Letter-shaped data (144 bags shaped like the words of Frost's "The Road Not
+Taken": one instance per letter, label set = distinct letters, 26 classes,
+16 features + bias); and the MIML time for one bag of 1k, 2k, 4k instances
+with |Y| = 5, which must grow linearly.
+
+The functions compared are timed in turn within every repeat of one run, and
+each ratio is the median of the per-repeat ratios, so machine noise hits both
+sides alike.
+
+    python benchmarks/bench_dp.py [--repeats 200] [--x64]
+
+The last line printed is ``hja_ratio=<x> letter_ratio=<y> doubling=<z>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from orlr_ppl import pack_bags, packed_log_likelihood
+
+POEM = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "road_not_taken.txt"
+
+
+def _bags_from_shapes(lengths, label_sets_of, n_classes, n_features, rng):
+    """Instances whose labels cover each bag's label set exactly."""
+    feats, sets, labels = [], [], []
+    for n, labs in zip(lengths, label_sets_of):
+        y = np.concatenate([labs, rng.choice(labs, n - len(labs))]) if n > len(labs) else np.array(labs)
+        rng.shuffle(y)
+        centres = np.linspace(-1, 1, n_classes)[y][:, None]
+        x = rng.normal(size=(n, n_features)) + centres
+        feats.append(np.hstack([x, np.ones((n, 1))]))  # + bias column
+        sets.append(np.unique(y))
+        labels.append(y)
+    return feats, sets, labels
+
+
+def hja_shaped(rng: np.random.Generator):
+    n_bags, n_classes = 548, 13
+    lengths = 1 + rng.poisson(8.1, n_bags)
+    sizes = np.minimum(1 + rng.poisson(1.1, n_bags), np.minimum(lengths, n_classes))
+    sets = [rng.choice(n_classes, k, replace=False) for k in sizes]
+    return _bags_from_shapes(lengths, sets, n_classes, 38, rng) + (n_classes,)
+
+
+def letter_shaped(rng: np.random.Generator):
+    if POEM.is_file():
+        words = re.findall(r"[a-z]+", POEM.read_text().lower().replace("'", "").replace("-", ""))
+    else:  # the shapes only: English-like word lengths
+        words = ["".join(rng.choice(list("etaoinshrdlu"), int(rng.integers(1, 11)))) for _ in range(144)]
+    feats, sets, labels = [], [], []
+    for w in words:
+        y = np.array([ord(ch) - ord("a") for ch in w])
+        feats.append(np.hstack([rng.normal(size=(len(y), 16)) + y[:, None] / 13.0, np.ones((len(y), 1))]))
+        sets.append(np.unique(y))
+        labels.append(y)
+    return feats, sets, labels, 26
+
+
+def _objectives(feats, sets, labels, n_classes):
+    x = jnp.asarray(np.concatenate(feats), jnp.float32)
+    y = jax.nn.one_hot(jnp.asarray(np.concatenate(labels)), n_classes)
+    packed = pack_bags([len(f) for f in feats], sets)
+
+    @jax.jit
+    def miml(w):
+        return jax.value_and_grad(lambda w: packed_log_likelihood(x @ w, packed).sum())(w)
+
+    @jax.jit
+    def softmax(w):
+        return jax.value_and_grad(lambda w: jnp.sum(y * jax.nn.log_softmax(x @ w, axis=1)))(w)
+
+    w0 = jnp.asarray(np.random.default_rng(1).normal(scale=0.1, size=(x.shape[1], n_classes)), jnp.float32)
+    return miml, softmax, w0, packed
+
+
+def _time_interleaved(fns: list[Callable], arg, repeats: int) -> np.ndarray:
+    """(repeats, len(fns)) seconds, the functions timed in turn in every repeat.
+
+    Interleaving exposes every function to the same machine noise, so the
+    ratios of one repeat are comparable even when absolute times drift.
+    """
+    args = arg if isinstance(arg, list) else [arg] * len(fns)
+    for f, a in zip(fns, args):
+        jax.block_until_ready(f(a))
+    times = np.empty((repeats, len(fns)))
+    for r in range(repeats):
+        for j, (f, a) in enumerate(zip(fns, args)):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(a))
+            times[r, j] = time.perf_counter() - t0
+    return times
+
+
+def _shape_summary(packed) -> str:
+    parts = [f"K={b.labels.shape[0]}:{b.mask.shape[0]}x{b.mask.shape[1]}" for b in packed.buckets]
+    return " ".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--x64", action="store_true", help="float64 (jax_enable_x64)")
+    args = parser.parse_args()
+    if args.x64:
+        jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(0)
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''} cpus={os.cpu_count()} "
+        f"jax={jax.__version__} device={jax.devices()[0].device_kind} "
+        f"dtype={'float64' if args.x64 else 'float32'}"
+    )
+
+    ratios = {}
+    for name, make in [("hja", hja_shaped), ("letter", letter_shaped)]:
+        feats, sets, labels, n_classes = make(rng)
+        miml, softmax, w0, packed = _objectives(feats, sets, labels, n_classes)
+        times = _time_interleaved([miml, softmax], w0, args.repeats)
+        t_miml, t_soft = np.median(times, axis=0)
+        ratio = float(np.median(times[:, 0] / times[:, 1]))
+        n_inst = sum(len(f) for f in feats)
+        mean_k = np.mean([len(s) for s in sets])
+        print(
+            f"{name}: {len(feats)} bags, {n_inst} instances, mean |Y| {mean_k:.2f}, max |Y| "
+            f"{max(len(s) for s in sets)}, buckets [N x B] {_shape_summary(packed)}"
+        )
+        print(
+            f"  MIML {t_miml * 1e3:.3f} ms, softmax {t_soft * 1e3:.3f} ms, "
+            f"ratio {ratio:.2f} (median of pairs)"
+        )
+        ratios[name] = ratio
+
+    sizes = (1000, 2000, 4000)
+    fns, ws = [], []
+    for n in sizes:
+        feats, sets, labels = _bags_from_shapes([n], [np.arange(5)], 8, 16, rng)
+        miml, _, w0, _ = _objectives(feats, sets, labels, 8)
+        fns.append(miml)
+        ws.append(w0)
+    times = _time_interleaved(fns, ws, max(args.repeats // 2, 20))
+    for n, t in zip(sizes, np.median(times, axis=0)):
+        print(f"one bag, n={n}, |Y|=5: MIML {t * 1e3:.3f} ms")
+    doublings = [float(np.median(times[:, i + 1] / times[:, i])) for i in range(2)]
+    print(f"  time ratio per doubling (median of repeats): {doublings[0]:.2f}, {doublings[1]:.2f}")
+    print(f"hja_ratio={ratios['hja']:.2f} letter_ratio={ratios['letter']:.2f} doubling={max(doublings):.2f}")
+
+
+if __name__ == "__main__":
+    main()
