@@ -37,6 +37,7 @@ result.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -136,12 +137,20 @@ def _bit_view(states: Array, j: int) -> Array:
     return states.reshape(*lead, n_states >> (j + 1), 2, 1 << j, n_bags)
 
 
+def _slot_bits(n_states: int, j: int, dtype) -> Array:
+    """(2**K, 1) constant: one where slot ``j`` is in S, zero elsewhere."""
+    return jnp.asarray(((np.arange(n_states) >> j) & 1)[:, None], dtype)
+
+
 def _without(sr: _Semiring, states: Array, j: int) -> Array:
-    """``states[S \\ {j}]`` where ``j in S``; the semiring's zero elsewhere."""
-    v = _bit_view(states, j)
-    low = v[..., :1, :, :]
-    zero = jnp.full_like(low, sr.embed(jnp.zeros((), states.dtype)))
-    return jnp.concatenate([zero, low], axis=-3).reshape(states.shape)
+    """``states[S \\ {j}]`` where ``j in S``; the semiring's zero elsewhere.
+
+    Flipping the size-2 bit axis maps S to S ^ {j}; a constant mask then
+    zeroes the sets without j. Both fuse into the step's loop (a concatenate
+    would not).
+    """
+    flipped = jnp.flip(_bit_view(states, j), axis=-3).reshape(states.shape)
+    return sr.times(flipped, sr.embed(_slot_bits(states.shape[-2], j, states.dtype)))
 
 
 def _with(states: Array, j: int) -> Array:
@@ -152,17 +161,68 @@ def _with(states: Array, j: int) -> Array:
 
 def _subset_totals(sr: _Semiring, q: Array) -> Array:
     """(..., K, B) slot values -> (..., 2**K, B) their plus over each subset."""
-    out = jnp.full_like(q[..., :1, :], sr.embed(jnp.zeros((), q.dtype)))
-    for j in range(q.shape[-2]):
-        # Subsets holding slot j are the upper half once j is the top bit.
-        out = jnp.concatenate([out, sr.plus(out, q[..., j : j + 1, :])], axis=-2)
+    n_slots = q.shape[-2]
+    out = None
+    for j in range(n_slots):
+        term = sr.times(q[..., j : j + 1, :], sr.embed(_slot_bits(1 << n_slots, j, q.dtype)))
+        out = term if out is None else sr.plus(out, term)
     return out
+
+
+def _forward_step(sr: _Semiring, alpha: Array, q_i: Array, pad_i: Array) -> Array:
+    """One instance: (2**K, B) states, (K, B) slot probabilities, (B,) padding."""
+    # Stay at S when the label is already in S (or the step is padding).
+    new = sr.times(alpha, sr.plus(_subset_totals(sr, q_i[None])[0], pad_i))
+    for j in range(q_i.shape[0]):
+        # Reach S by adding slot j (in S) to S \ {j}.
+        new = sr.plus(new, sr.times(q_i[j], _without(sr, alpha, j)))
+    return new
+
+
+def _backward_step(sr: _Semiring, beta: Array, q_i: Array, pad_i: Array) -> Array:
+    """``beta_{i-1}(S) = sum_j q_ij beta_i(S | {j})`` (+ identity on padding)."""
+    new = sr.times(pad_i, beta)
+    for j in range(q_i.shape[0]):
+        new = sr.plus(new, sr.times(q_i[j], _with(beta, j)))
+    return new
+
+
+def _history_loop(
+    step: Callable[[Array, Array, Array], Array],
+    first: Sequence[Array],
+    qs: Sequence[Array],
+    pads: Sequence[Array],
+    reverse: bool,
+) -> list[Array]:
+    """Run ``step`` over the instances, writing every state into (N + 1, ...) buffers.
+
+    The state is read back from its buffer rather than carried beside it, so
+    each step is one in-place fused kernel per bucket (a scan that carries the
+    state and also emits it copies it every step).
+    """
+    n = qs[0].shape[0]
+    start = n if reverse else 0
+    bufs = [jnp.zeros((n + 1,) + f.shape, f.dtype).at[start].set(f) for f in first]
+
+    def _body(k: Array, bufs: list[Array]) -> list[Array]:
+        src = n - k if reverse else k
+        dst = src - 1 if reverse else src + 1
+        i = src - 1 if reverse else src  # the instance consumed
+        out = []
+        for buf, q, pad in zip(bufs, qs, pads):
+            state = lax.dynamic_index_in_dim(buf, src, keepdims=False)
+            q_i = lax.dynamic_index_in_dim(q, i, keepdims=False)
+            pad_i = lax.dynamic_index_in_dim(pad, i, keepdims=False)
+            out.append(lax.dynamic_update_index_in_dim(buf, step(state, q_i, pad_i), dst, 0))
+        return out
+
+    return lax.fori_loop(0, n, _body, bufs)
 
 
 def _forward_pass(
     sr: _Semiring, qs: Sequence[Array], pads: Sequence[Array], keep_history: bool
 ) -> list[Array]:
-    """Forward recursion in semiring ``sr``, for buckets sharing one scan.
+    """Forward recursion in semiring ``sr``, for buckets sharing one loop.
 
     Args:
         qs: per bucket, (N, K_k, B_k) normalised slot probabilities.
@@ -173,24 +233,15 @@ def _forward_pass(
         (1, 2**K_k, B_k) ``alpha_N`` alone without ``keep_history``.
     """
     alpha0 = [sr.embed(jnp.zeros((1 << q.shape[1], q.shape[2]), q.dtype).at[0].set(1.0)) for q in qs]
+    step = functools.partial(_forward_step, sr)
+    if keep_history:
+        return _history_loop(step, alpha0, qs, pads, reverse=False)
 
-    def _step(alphas: list[Array], inputs: tuple[list[Array], list[Array]]):
-        new = []
-        for alpha, q_i, pad_i in zip(alphas, *inputs):
-            # Stay at S when the label is already in S (or the step is padding);
-            # computed here, not stored, so it fuses into the step.
-            stay = sr.plus(_subset_totals(sr, q_i[None])[0], pad_i)
-            a = sr.times(alpha, stay)
-            for j in range(q_i.shape[0]):
-                # Reach S by adding slot j (in S) to S \ {j}.
-                a = sr.plus(a, sr.times(q_i[j], _without(sr, alpha, j)))
-            new.append(a)
-        return new, (alphas if keep_history else None)
+    def _scan_step(alphas: list[Array], inputs: tuple[list[Array], list[Array]]):
+        return [step(a, q_i, pad_i) for a, q_i, pad_i in zip(alphas, *inputs)], None
 
-    final, history = lax.scan(_step, alpha0, (list(qs), list(pads)))
-    if not keep_history:
-        return [f[None] for f in final]
-    return [jnp.concatenate([h, f[None]], axis=0) for h, f in zip(history, final)]
+    final, _ = lax.scan(_scan_step, alpha0, (list(qs), list(pads)))
+    return [f[None] for f in final]
 
 
 def _backward_pass(
@@ -202,28 +253,18 @@ def _backward_pass(
 ) -> list[Array]:
     """Backward recursion; returns the unnormalised joint ``p(y_i = Y[j], Y)``.
 
-    Args (per bucket, sharing one scan):
+    Args (per bucket, sharing one loop):
         qs: (N, K, B), pads: (N, B), alphas: (N + 1, 2**K, B), in semiring
         ``sr``; targets: (B,) subset index of each bag's full label set.
     Returns:
         Per bucket, (N, K, B) joint ``q_ij * sum_S alpha_{i-1}(S) beta_i(S | {j})``.
     """
     beta_n = [sr.embed(jax.nn.one_hot(t, a.shape[1], dtype=a.dtype).T) for t, a in zip(targets, alphas)]
-
-    def _step(betas: list[Array], inputs: tuple[list[Array], list[Array]]):
-        new = []
-        for beta, q_i, pad_i in zip(betas, *inputs):
-            b = sr.times(pad_i, beta)
-            for j in range(q_i.shape[0]):
-                b = sr.plus(b, sr.times(q_i[j], _with(beta, j)))
-            new.append(b)
-        return new, betas
-
-    _, history = lax.scan(_step, beta_n, (list(qs), list(pads)), reverse=True)
+    betas = _history_loop(functools.partial(_backward_step, sr), beta_n, qs, pads, reverse=True)
     out = []
-    for q, alpha, beta in zip(qs, alphas, history):
+    for q, alpha, beta in zip(qs, alphas, betas):
         # The joint needs no carry, so it runs for all steps at once, off the loop.
-        joint = [sr.total(sr.times(alpha[:-1], _with(beta, j)), axis=1) for j in range(q.shape[1])]
+        joint = [sr.total(sr.times(alpha[:-1], _with(beta[1:], j)), axis=1) for j in range(q.shape[1])]
         out.append(sr.times(q, jnp.stack(joint, axis=1)))
     return out
 
