@@ -204,7 +204,7 @@ def _history_loop(
     start = n if reverse else 0
     bufs = [jnp.zeros((n + 1,) + f.shape, f.dtype).at[start].set(f) for f in first]
 
-    def _body(k: Array, bufs: list[Array]) -> list[Array]:
+    def _body(bufs: list[Array], k: Array) -> tuple[list[Array], None]:
         src = n - k if reverse else k
         dst = src - 1 if reverse else src + 1
         i = src - 1 if reverse else src  # the instance consumed
@@ -214,9 +214,9 @@ def _history_loop(
             q_i = lax.dynamic_index_in_dim(q, i, keepdims=False)
             pad_i = lax.dynamic_index_in_dim(pad, i, keepdims=False)
             out.append(lax.dynamic_update_index_in_dim(buf, step(state, q_i, pad_i), dst, 0))
-        return out
+        return out, None
 
-    return lax.fori_loop(0, n, _body, bufs)
+    return lax.scan(_body, bufs, jnp.arange(n))[0]
 
 
 def _forward_pass(
