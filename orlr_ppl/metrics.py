@@ -1,0 +1,138 @@
+"""Instance- and bag-level evaluation metrics for MIML instance annotation.
+
+Bag-level ranking metrics follow Zhou & Zhang's MIML definitions (as used by
+Briggs et al. 2012 and Pham et al.). ``scores`` is (B, C), larger meaning more
+likely present; ``label_sets`` are the true sets (iterables of class indices,
+or a (B, C) 0/1 array). Ties count against the ranker: the rank of class ``c``
+in bag ``b`` is ``#{c' : scores[b, c'] >= scores[b, c]}``, so constant scores
+get the worst value, never a lucky one. Lower is better for Hamming loss,
+ranking loss, one-error and coverage; higher for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from sklearn.metrics import f1_score
+
+
+def multi_hot(label_sets: Sequence[Iterable[int]] | np.ndarray, n_classes: int) -> np.ndarray:
+    """(B, C) 0/1 int array from label sets (or a 0/1 array, checked)."""
+    if isinstance(label_sets, np.ndarray) and label_sets.ndim == 2:
+        if label_sets.shape[1] != n_classes or not np.isin(label_sets, (0, 1)).all():
+            raise ValueError(f"expected a (B, {n_classes}) 0/1 array of label sets")
+        return label_sets.astype(np.int64)
+    out = np.zeros((len(label_sets), n_classes), np.int64)
+    for b, labels in enumerate(label_sets):
+        idx = np.asarray(list(labels), dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= n_classes):
+            raise ValueError(f"bag {b} has labels outside [0, {n_classes})")
+        out[b, idx] = 1
+    return out
+
+
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """(B, C) pessimistic ranks: 1 + number of other classes scored at least as high."""
+    return (scores[:, None, :] >= scores[:, :, None]).sum(axis=2)
+
+
+def _truth_and_scores(label_sets, scores) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 2:
+        raise ValueError(f"scores must be (B, C), got shape {scores.shape}")
+    truth = multi_hot(label_sets, scores.shape[1])
+    if truth.shape[0] != scores.shape[0]:
+        raise ValueError(f"{truth.shape[0]} label sets but {scores.shape[0]} score rows")
+    return truth, scores
+
+
+def instance_accuracy(true_labels: Sequence[np.ndarray], predicted: Sequence[np.ndarray]) -> float:
+    """Fraction of instances whose predicted label equals the true one (all bags pooled)."""
+    t, p = (
+        np.concatenate([np.ravel(x) for x in true_labels]),
+        np.concatenate([np.ravel(x) for x in predicted]),
+    )
+    if t.shape != p.shape:
+        raise ValueError(f"{t.size} true instance labels but {p.size} predictions")
+    return float(np.mean(t == p))
+
+
+def macro_f1(true_labels: Sequence[np.ndarray], predicted: Sequence[np.ndarray]) -> float:
+    """Instance-level F1 averaged over the classes that occur in truth or prediction."""
+    t, p = (
+        np.concatenate([np.ravel(x) for x in true_labels]),
+        np.concatenate([np.ravel(x) for x in predicted]),
+    )
+    return float(f1_score(t, p, average="macro", zero_division=0))
+
+
+def hamming_loss(label_sets, predicted_sets) -> float:
+    """Mean over bags of ``|predicted symmetric-difference true| / C``."""
+    pred = np.asarray(predicted_sets)
+    truth = multi_hot(label_sets, pred.shape[1])
+    return float(np.mean(truth != multi_hot(pred, pred.shape[1])))
+
+
+def ranking_loss(label_sets, scores) -> float:
+    """Mean over bags of the fraction of (present, absent) class pairs ordered wrongly.
+
+    A pair counts as wrong when the absent class scores at least as high as the
+    present one. Bags whose set is empty or holds every class have no pairs and
+    are left out of the mean.
+    """
+    truth, scores = _truth_and_scores(label_sets, scores)
+    losses = []
+    for y, s in zip(truth.astype(bool), scores):
+        if y.all() or not y.any():
+            continue
+        losses.append(np.mean(s[y][:, None] <= s[~y][None, :]))
+    return float(np.mean(losses)) if losses else 0.0
+
+
+def one_error(label_sets, scores) -> float:
+    """Fraction of bags whose top-scored class is not in the set (ties: worst case)."""
+    truth, scores = _truth_and_scores(label_sets, scores)
+    top = scores == scores.max(axis=1, keepdims=True)
+    return float(np.mean(np.any(top & (truth == 0), axis=1)))
+
+
+def coverage(label_sets, scores) -> float:
+    """Mean over bags of how far down the ranking one must go to cover the set, minus one."""
+    truth, scores = _truth_and_scores(label_sets, scores)
+    ranks = _ranks(scores)
+    return float(np.mean(np.max(np.where(truth == 1, ranks, 0), axis=1) - 1))
+
+
+def average_precision(label_sets, scores) -> float:
+    """Mean over bags of the average, over present classes c, of the fraction of
+    classes ranked at or above c that are present."""
+    truth, scores = _truth_and_scores(label_sets, scores)
+    ranks = _ranks(scores)
+    values = []
+    for y, r in zip(truth.astype(bool), ranks):
+        if not y.any():
+            continue
+        values.append(np.mean([(r[y] <= r[c]).sum() / r[c] for c in np.flatnonzero(y)]))
+    return float(np.mean(values))
+
+
+def expected_calibration_error(
+    true_labels: Sequence[np.ndarray], probabilities: Sequence[np.ndarray], n_bins: int = 10
+) -> float:
+    """ECE of the top-label confidence over ``n_bins`` equal-width bins on [0, 1].
+
+    ``sum_bins (n_bin / n) |accuracy_bin - mean confidence_bin|``.
+    """
+    t = np.concatenate([np.ravel(x) for x in true_labels])
+    p = np.concatenate([np.asarray(x) for x in probabilities], axis=0)
+    if p.shape[0] != t.size:
+        raise ValueError(f"{t.size} true labels but {p.shape[0]} probability rows")
+    conf, pred = p.max(axis=1), p.argmax(axis=1)
+    bins = np.minimum((conf * n_bins).astype(int), n_bins - 1)
+    ece = 0.0
+    for k in range(n_bins):
+        sel = bins == k
+        if sel.any():
+            ece += sel.mean() * abs(np.mean(pred[sel] == t[sel]) - conf[sel].mean())
+    return float(ece)

@@ -1,0 +1,66 @@
+"""Metrics on examples computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from orlr_ppl import metrics
+
+SETS = [[0, 2], [1]]
+SCORES = np.array([[0.9, 0.1, 0.5, 0.3], [0.8, 0.6, 0.2, 0.7]])
+# Bag 0 ranks 0, 2, 3, 1: perfect. Bag 1 ranks 0, 3, 1, 2 with truth {1}:
+# two of its three (present, absent) pairs wrong, top class wrong, class 1 at rank 3.
+
+
+def test_ranking_metrics_by_hand():
+    assert metrics.ranking_loss(SETS, SCORES) == pytest.approx((0 + 2 / 3) / 2)
+    assert metrics.one_error(SETS, SCORES) == pytest.approx(0.5)
+    assert metrics.coverage(SETS, SCORES) == pytest.approx((1 + 2) / 2)
+    assert metrics.average_precision(SETS, SCORES) == pytest.approx((1 + 1 / 3) / 2)
+
+
+def test_ties_count_against_the_ranker():
+    flat = np.ones((1, 3))
+    assert metrics.ranking_loss([[0]], flat) == 1.0
+    assert metrics.one_error([[0]], flat) == 1.0
+    assert metrics.coverage([[0]], flat) == 2.0
+    assert metrics.average_precision([[0]], flat) == pytest.approx(1 / 3)
+
+
+def test_perfect_scores():
+    scores = np.array([[3.0, 0.0, 2.0], [0.0, 1.0, 0.5]])
+    assert metrics.ranking_loss([[0, 2], [1]], scores) == 0.0
+    assert metrics.average_precision([[0, 2], [1]], scores) == 1.0
+    assert metrics.coverage([[0, 2], [1]], scores) == pytest.approx((1 + 0) / 2)
+
+
+def test_hamming_loss_by_hand():
+    predicted = np.array([[1, 0, 0, 0], [0, 1, 0, 1]])
+    assert metrics.hamming_loss(SETS, predicted) == pytest.approx(0.25)
+    assert metrics.hamming_loss(SETS, metrics.multi_hot(SETS, 4)) == 0.0
+
+
+def test_instance_metrics_by_hand():
+    true = [np.array([0, 0]), np.array([1, 1])]
+    pred = [np.array([0, 1]), np.array([1, 1])]
+    assert metrics.instance_accuracy(true, pred) == 0.75
+    assert metrics.macro_f1(true, pred) == pytest.approx((2 / 3 + 0.8) / 2)
+
+
+def test_expected_calibration_error_by_hand():
+    true = [np.array([0, 1]), np.array([1, 0])]
+    probs = [np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.2, 0.8], [0.3, 0.7]])]
+    # One instance per bin: |1-.9|, |0-.6|, |1-.8|, |0-.7|, each weighted 1/4.
+    assert metrics.expected_calibration_error(true, probs) == pytest.approx(0.4)
+    perfect = [np.array([[1.0, 0.0], [0.0, 1.0]])]
+    assert metrics.expected_calibration_error([np.array([0, 1])], perfect) == 0.0
+
+
+def test_bad_shapes_raise():
+    with pytest.raises(ValueError, match="2 label sets but 1 score rows"):
+        metrics.ranking_loss(SETS, SCORES[:1])
+    with pytest.raises(ValueError, match="bag 0 has labels outside"):
+        metrics.multi_hot([[5]], 4)
+    with pytest.raises(ValueError, match="3 true instance labels but 2"):
+        metrics.instance_accuracy([np.array([0, 1, 2])], [np.array([0, 1])])
