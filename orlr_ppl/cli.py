@@ -19,13 +19,13 @@ def _demo(args: argparse.Namespace) -> int:
 
     from .datasets import make_miml_digits
     from .infer_map import fit_map
-    from .model import make_model_data
+    from .objective import make_flat_data
     from .predict import predict_proba_inductive, predict_proba_transductive
 
     steps = tqdm(total=3, desc="demo", disable=args.quiet, file=sys.stderr)
     train = make_miml_digits(args.n_bags, seed=args.seed)
     test = make_miml_digits(max(args.n_bags // 3, 1), seed=args.seed + 1)
-    data = make_model_data(train.bags, train.label_sets, train.n_classes)
+    data = make_flat_data(train.bags, train.label_sets, train.n_classes)
     steps.update()
     t0 = time.perf_counter()
     fit = fit_map(data, prior_scale=args.prior_scale)

@@ -14,52 +14,16 @@ and MAP optimise the same objective.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .bags import (
-    DEFAULT_MAX_LABELS,
-    PackedBags,
-    check_label_sets,
-    pack_bags,
-    packed_log_likelihood,
-    packed_posteriors,
-)
-from .model import check_features, sum_to_zero_basis
+from .bags import packed_posteriors
+from .objective import FlatData, instance_scores, log_prior
 
 Array = jax.Array
-
-
-class FlatData(NamedTuple):
-    """Bags laid end to end, for objectives over all instances at once.
-
-    Attributes:
-        features: (n_instances, d) float features.
-        packed: the DP packing of the bags' label sets.
-        basis: (C, C-1) sum-to-zero basis.
-    """
-
-    features: Array
-    packed: PackedBags
-    basis: Array
-
-
-def make_flat_data(
-    bags: Sequence[np.ndarray],
-    label_sets: Sequence[Iterable[int]],
-    n_classes: int,
-    max_labels: int = DEFAULT_MAX_LABELS,
-) -> FlatData:
-    """Validate bags and label sets and lay them out for EM."""
-    feats = check_features(bags)
-    sets = check_label_sets(label_sets, [len(x) for x in feats], n_classes, max_labels)
-    packed = pack_bags([len(x) for x in feats], sets)
-    x = jnp.asarray(np.concatenate(feats))
-    return FlatData(x, packed, jnp.asarray(sum_to_zero_basis(n_classes), x.dtype))
 
 
 class EMResult(NamedTuple):
@@ -81,31 +45,9 @@ class EMResult(NamedTuple):
     converged: bool
 
 
-def _log_prior(params: dict[str, Array], prior_scale: float | None, intercept_scale: float | None) -> Array:
-    total = jnp.zeros((), params["W_raw"].dtype)
-    for name, scale in (("W_raw", prior_scale), ("beta_raw", intercept_scale)):
-        if scale is not None:
-            z = params[name] / scale
-            total = total - 0.5 * jnp.sum(z * z) - z.size * (np.log(scale) + 0.5 * np.log(2 * np.pi))
-    return total
-
-
-def instance_scores(params: dict[str, Array], data: FlatData) -> Array:
-    """(n_instances, C) logits ``x W + beta`` from the raw parameters."""
-    return data.features @ (params["W_raw"] @ data.basis.T) + params["beta_raw"] @ data.basis.T
-
-
-def log_posterior(
-    params: dict[str, Array], data: FlatData, prior_scale: float | None, intercept_scale: float | None
-) -> Array:
-    """``sum_b log p(Y_b | X_b, theta) + log p(theta)`` (scalar); same as ``orlr_model``'s."""
-    ll = packed_log_likelihood(instance_scores(params, data), data.packed)
-    return jnp.sum(ll) + _log_prior(params, prior_scale, intercept_scale)
-
-
 def _expected_complete(params, data, resp, prior_scale, intercept_scale) -> Array:
     log_probs = jax.nn.log_softmax(instance_scores(params, data), axis=-1)
-    return jnp.sum(resp * log_probs) + _log_prior(params, prior_scale, intercept_scale)
+    return jnp.sum(resp * log_probs) + log_prior(params, prior_scale, intercept_scale)
 
 
 def fit_em(
@@ -116,6 +58,7 @@ def fit_em(
     tol: float = 1e-6,
     m_steps: int = 10,
     init: dict[str, Array] | None = None,
+    fit_intercept: bool = True,
 ) -> EMResult:
     """Fit by generalised EM.
 
@@ -127,16 +70,19 @@ def fit_em(
         tol: stop when the log posterior's relative change is below this.
         m_steps: gradient-ascent steps per M-step.
         init: starting raw parameters; default zeros (uniform probabilities).
+        fit_intercept: learn intercepts (``beta_raw``); else they stay zero.
     """
     d, c = data.features.shape[1], data.basis.shape[0]
     dtype = data.features.dtype
-    params = init or {"W_raw": jnp.zeros((d, c - 1), dtype), "beta_raw": jnp.zeros((c - 1,), dtype)}
+    params = init or {"W_raw": jnp.zeros((d, c - 1), dtype)}
+    if fit_intercept and "beta_raw" not in params:
+        params["beta_raw"] = jnp.zeros((c - 1,), dtype)
     scales = (prior_scale, intercept_scale)
 
     @jax.jit
     def e_step(params):
         ll, post = packed_posteriors(instance_scores(params, data), data.packed)
-        return jnp.sum(ll) + _log_prior(params, *scales), post
+        return jnp.sum(ll) + log_prior(params, *scales), post
 
     q_and_grad = jax.jit(jax.value_and_grad(lambda p, r: _expected_complete(p, data, r, *scales)))
     q_only = jax.jit(lambda p, r: _expected_complete(p, data, r, *scales))
@@ -168,7 +114,7 @@ def fit_em(
     basis = np.asarray(data.basis)
     return EMResult(
         np.asarray(params["W_raw"]) @ basis.T,
-        np.asarray(params["beta_raw"]) @ basis.T,
+        np.asarray(params.get("beta_raw", np.zeros(c - 1))) @ basis.T,
         history[-1],
         np.asarray(history),
         n_iter,

@@ -8,20 +8,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
-from numpyro.infer.util import log_density
 from scipy.optimize import minimize
 
-from .model import ModelData, orlr_model, sum_to_zero_basis
+from .objective import FlatData, log_posterior
 
 
 class MAPResult(NamedTuple):
     """A MAP fit.
 
     Attributes:
-        W: (d, C) weights (sum to zero over classes).
-        beta: (C,) intercepts (sum to zero).
-        log_posterior: log joint density at the optimum (log-likelihood plus
-            log-prior, up to the prior's constant when it is flat).
+        W: (d, C) weights; beta: (C,) intercepts (both sum to zero over classes).
+        log_posterior: log likelihood + log prior at the optimum (the prior's
+            term is zero when it is flat).
         n_iter: L-BFGS iterations.
         converged: whether L-BFGS met its tolerance.
     """
@@ -34,33 +32,36 @@ class MAPResult(NamedTuple):
 
 
 def fit_map(
-    data: ModelData,
+    data: FlatData,
     prior_scale: float | None = 1.0,
     intercept_scale: float | None = 10.0,
     max_iter: int = 500,
-    tol: float = 1e-7,
+    tol: float = 1e-9,
+    fit_intercept: bool = True,
 ) -> MAPResult:
-    """Maximise the log posterior of ``orlr_model`` with scipy's L-BFGS-B.
+    """Maximise the log posterior (``orlr_model``'s) with scipy's L-BFGS-B.
 
     The objective and its gradient come from one jitted call (the gradient
-    from the DP's backward pass), so each iteration costs about two
-    likelihood evaluations. Starts from zero weights (uniform class
-    probabilities), where the log posterior is finite for every bag.
+    from the DP's backward pass). Starts from zero weights (uniform class
+    probabilities), where every bag's likelihood is positive. With
+    ``prior_scale=None`` on separable data the maximum likelihood is at
+    infinity; L-BFGS then stops at ``max_iter``.
     """
-    kwargs = {"prior_scale": prior_scale, "intercept_scale": intercept_scale}
-    d, c = data.n_features, data.n_classes
-    init = {"W_raw": jnp.zeros((d, c - 1)), "beta_raw": jnp.zeros((c - 1,))}
+    d, c = data.features.shape[1], data.basis.shape[0]
+    dtype = data.features.dtype
+    init = {"W_raw": jnp.zeros((d, c - 1), dtype)}
+    if fit_intercept:
+        init["beta_raw"] = jnp.zeros((c - 1,), dtype)
     flat0, unravel = ravel_pytree(init)
 
     @jax.jit
     def _neg_and_grad(flat: jax.Array) -> tuple[jax.Array, jax.Array]:
-        def _neg(f: jax.Array) -> jax.Array:
-            return -log_density(orlr_model, (data,), kwargs, unravel(f))[0]
-
-        return jax.value_and_grad(_neg)(flat)
+        return jax.value_and_grad(lambda f: -log_posterior(unravel(f), data, prior_scale, intercept_scale))(
+            flat
+        )
 
     def _fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        v, g = _neg_and_grad(jnp.asarray(x, flat0.dtype))
+        v, g = _neg_and_grad(jnp.asarray(x, dtype))
         return float(v), np.asarray(g, dtype=np.float64)
 
     res = minimize(
@@ -68,14 +69,14 @@ def fit_map(
         np.asarray(flat0, np.float64),
         jac=True,
         method="L-BFGS-B",
-        options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-5},
+        options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-6},
     )
-    params = unravel(jnp.asarray(res.x, flat0.dtype))
-
-    basis = sum_to_zero_basis(c)
+    params = unravel(jnp.asarray(res.x, dtype))
+    basis = np.asarray(data.basis, np.float64)
+    beta_raw = np.asarray(params["beta_raw"]) if fit_intercept else np.zeros(c - 1)
     return MAPResult(
         np.asarray(params["W_raw"]) @ basis.T,
-        np.asarray(params["beta_raw"]) @ basis.T,
+        beta_raw @ basis.T,
         -float(res.fun),
         int(res.nit),
         bool(res.success),

@@ -140,12 +140,17 @@ def make_model_data(
 
 
 def class_weights(
-    n_features: int, n_classes: int, prior_scale: float | None, intercept_scale: float | None
+    n_features: int,
+    n_classes: int,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool = True,
 ) -> tuple[Array, Array]:
     """Sample the sum-to-zero weights; returns ``W`` (d, C) and ``beta`` (C,).
 
-    Sites: ``W_raw`` (d, C-1), ``beta_raw`` (C-1,) and the deterministic
-    ``W``, ``beta``. A ``None`` scale is an improper flat prior.
+    Sites: ``W_raw`` (d, C-1), ``beta_raw`` (C-1,; only with ``fit_intercept``)
+    and the deterministic ``W``, ``beta``. A ``None`` scale is an improper
+    flat prior. Without ``fit_intercept``, ``beta`` is zero.
     """
     basis = jnp.asarray(sum_to_zero_basis(n_classes))
 
@@ -157,7 +162,10 @@ def class_weights(
         return numpyro.sample(name, prior)
 
     w_raw = _raw("W_raw", (n_features, n_classes - 1), prior_scale)
-    b_raw = _raw("beta_raw", (n_classes - 1,), intercept_scale)
+    if fit_intercept:
+        b_raw = _raw("beta_raw", (n_classes - 1,), intercept_scale)
+    else:
+        b_raw = jnp.zeros((n_classes - 1,), w_raw.dtype)
     w = numpyro.deterministic("W", w_raw @ basis.T.astype(w_raw.dtype))
     beta = numpyro.deterministic("beta", b_raw @ basis.T.astype(b_raw.dtype))
     return w, beta
@@ -169,6 +177,7 @@ def orlr_model(
     intercept_scale: float | None = 10.0,
     subsample_size: int | None = None,
     observed: bool = True,
+    fit_intercept: bool = True,
 ) -> None:
     """ORed-logistic NumPyro model.
 
@@ -182,11 +191,12 @@ def orlr_model(
             own plate ``bags_k`` and draws its share ``~ B_k / B`` of the
             minibatch, so the estimate is stratified and unbiased.
         observed: condition on ``data``'s label sets; False simulates them.
+        fit_intercept: learn per-class intercepts ``beta`` (else zero).
 
     Sites: ``W_raw``, ``beta_raw`` (latent), ``W``, ``beta`` (deterministic),
     and per bucket ``k`` the label sets ``Y_k`` (B_k, C) in plate ``bags_k``.
     """
-    w, beta = class_weights(data.n_features, data.n_classes, prior_scale, intercept_scale)
+    w, beta = class_weights(data.n_features, data.n_classes, prior_scale, intercept_scale, fit_intercept)
     for k, bucket in enumerate(data.buckets):
         size = bucket.mask.shape[0]
         sub = None

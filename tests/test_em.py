@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from orlr_ppl.datasets import make_miml_digits
-from orlr_ppl.infer_em import fit_em, log_posterior, make_flat_data
+from orlr_ppl.infer_em import fit_em
 from orlr_ppl.infer_map import fit_map
 from orlr_ppl.model import make_model_data
+from orlr_ppl.objective import log_posterior, make_flat_data
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def test_em_and_map_reach_the_same_optimum(digits):
             tol=1e-10,
         )
         mp = fit_map(
-            make_model_data(digits.bags, digits.label_sets, 10, dtype=np.float64),
+            make_flat_data(digits.bags, digits.label_sets, 10),
             prior_scale=1.0,
             intercept_scale=10.0,
         )
