@@ -1,5 +1,7 @@
 """orlr-ppl: exact, Bayesian instance annotation under the ORed-logistic model."""
 
+__version__ = "0.1.0"
+
 from .bags import (
     DEFAULT_MAX_LABELS,
     PackedBags,
@@ -9,13 +11,15 @@ from .bags import (
     packed_log_likelihood,
     packed_posteriors,
 )
+from .estimator import ORLR, MajorityClass, SoftmaxRegression
 from .subset_dp import DPResult, bucket_dp, bucket_log_likelihood, bucket_posteriors
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MAX_LABELS",
     "DPResult",
+    "MajorityClass",
+    "ORLR",
+    "SoftmaxRegression",
     "bucket_dp",
     "PackedBags",
     "__version__",

@@ -1,0 +1,341 @@
+"""scikit-learn-style estimators: ORLR and the reference baselines.
+
+All share one prediction interface over ragged bags (a list of (n_b, d)
+arrays): ``predict_proba``/``predict`` per instance (inductive, or
+transductive given the bags' label sets), ``predict_bags`` (the union of
+predicted instance labels), ``bag_scores`` (max over instances of
+``p(y = c | x)``, for ranking metrics) and ``score`` (instance accuracy).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import softmax
+from sklearn.base import BaseEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.validation import check_is_fitted
+
+from . import __version__
+from .bags import DEFAULT_MAX_LABELS, check_label_sets, instance_posteriors
+from .metrics import instance_accuracy
+from .model import check_features
+
+METHODS = ("em", "map")
+
+
+def _infer_n_classes(label_sets: Sequence[Iterable[int]], n_classes: int | None) -> int:
+    if n_classes is not None:
+        return int(n_classes)
+    top = max((int(max(s)) for s in label_sets if len(list(s))), default=-1)
+    if top < 1:
+        raise ValueError("cannot infer n_classes from labels: pass n_classes (at least 2)")
+    return top + 1
+
+
+class _BagClassifier(BaseEstimator):
+    """Predictions from per-instance class probabilities (``_inductive_proba``)."""
+
+    _saved_arrays: tuple[str, ...] = ()
+
+    def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """Class scores for the DP (any per-instance shift is harmless)."""
+        return [np.log(np.clip(p, 1e-300, None)) for p in self._inductive_proba(feats)]
+
+    def _check_bags(self, bags: Sequence[np.ndarray]) -> list[np.ndarray]:
+        check_is_fitted(self, "n_classes_")
+        return check_features(bags, self.n_features_in_)
+
+    def predict_proba(
+        self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]] | None = None
+    ) -> list[np.ndarray]:
+        """B arrays (n_b, C) of ``p(y = c | x)``, or of ``p(y = c | Y_b, X_b)`` given label sets.
+
+        The transductive probabilities come from the exact DP, so they are zero
+        outside each bag's label set.
+        """
+        feats = self._check_bags(bags)
+        if label_sets is None:
+            return self._inductive_proba(feats)
+        check_label_sets(label_sets, [len(x) for x in feats], self.n_classes_, self.max_labels)
+        return instance_posteriors(self._logits(feats), label_sets, self.max_labels)
+
+    def predict(
+        self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]] | None = None
+    ) -> list[np.ndarray]:
+        """B int arrays (n_b,) of instance labels (transductive given ``label_sets``)."""
+        return [p.argmax(axis=1) for p in self.predict_proba(bags, label_sets)]
+
+    def predict_bags(self, bags: Sequence[np.ndarray]) -> np.ndarray:
+        """(B, C) 0/1 predicted label sets: the union of predicted instance labels."""
+        out = np.zeros((len(bags), self.n_classes_), np.int64)
+        for b, y in enumerate(self.predict(bags)):
+            out[b, y] = 1
+        return out
+
+    def bag_scores(self, bags: Sequence[np.ndarray]) -> np.ndarray:
+        """(B, C) per-class bag scores: max over instances of ``p(y = c | x)``."""
+        return np.stack([p.max(axis=0) for p in self.predict_proba(bags)])
+
+    def score(self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]) -> float:
+        """Inductive instance accuracy."""
+        return instance_accuracy(instance_labels, self.predict(bags))
+
+    # -- persistence ---------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Write the fitted model to folder ``path``: ``metadata.json`` + ``params.npz``."""
+        check_is_fitted(self, "n_classes_")
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "package": "orlr-ppl",
+            "version": __version__,
+            "estimator": type(self).__name__,
+            "params": self.get_params(),
+            "n_classes": int(self.n_classes_),
+            "n_features": int(self.n_features_in_),
+            "fitted": self._fitted_metadata(),
+        }
+        (folder / "metadata.json").write_text(json.dumps(meta, indent=2, default=_json_default))
+        np.savez(folder / "params.npz", **{name: getattr(self, name) for name in self._saved_arrays})
+        return folder
+
+    def _fitted_metadata(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def load(cls, path: str | Path) -> _BagClassifier:
+        """Restore a model written by ``save``; predictions are identical."""
+        folder = Path(path)
+        meta_file, param_file = folder / "metadata.json", folder / "params.npz"
+        for f in (meta_file, param_file):
+            if not f.is_file():
+                raise ValueError(f"{f} is missing: is {folder} a saved orlr-ppl model folder?")
+        try:
+            meta = json.loads(meta_file.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{meta_file} is not valid JSON (truncated?): {err}") from err
+        classes = {c.__name__: c for c in (ORLR, SoftmaxRegression, MajorityClass)}
+        name = meta.get("estimator")
+        if meta.get("package") != "orlr-ppl" or name not in classes:
+            raise ValueError(f"{meta_file} does not describe an orlr-ppl estimator")
+        target = classes[name] if cls is _BagClassifier else cls
+        if target.__name__ != name:
+            raise ValueError(f"{meta_file} holds a {name}, not a {target.__name__}")
+        model = target(**meta["params"])
+        try:
+            with np.load(param_file, allow_pickle=False) as arrays:
+                values = {k: np.asarray(arrays[k]) for k in model._saved_arrays}
+        except (OSError, ValueError, KeyError) as err:
+            raise ValueError(f"{param_file} is unreadable or incomplete: {err}") from err
+        model.n_classes_, model.n_features_in_ = int(meta["n_classes"]), int(meta["n_features"])
+        for k, v in values.items():
+            setattr(model, k, v)
+        model._check_loaded(param_file)
+        for k, v in meta.get("fitted", {}).items():
+            setattr(model, k, v)
+        return model
+
+    def _check_loaded(self, param_file: Path) -> None:
+        pass
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot store {type(obj).__name__} in JSON")
+
+
+class ORLR(_BagClassifier):
+    """The ORed-logistic instance annotator, fitted from bag label sets.
+
+    Args:
+        method: "em" (the published generalised EM) or "map" (L-BFGS on the
+            log posterior). Both give point estimates; they share the
+            objective, so they agree at convergence.
+        prior_scale: sd of the Normal prior on the weights (l2 strength
+            ``1 / (2 prior_scale**2)``); None is plain maximum likelihood.
+        intercept_scale: sd of the prior on the intercepts; None is flat.
+        fit_intercept: learn per-class intercepts.
+        n_classes: number of classes; default: largest label + 1.
+        max_labels: largest label set accepted (the DP holds 2**K states).
+        max_iter: EM iterations (default 50, as published) or L-BFGS iterations.
+        tol: relative tolerance on the log posterior.
+        random_state: kept for the sampling methods; unused by EM and MAP.
+
+    Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,), ``n_classes_``,
+    ``n_features_in_``, ``log_posterior_``, ``n_iter_``, ``converged_`` and,
+    for EM, ``history_`` (log posterior per iteration).
+    """
+
+    _saved_arrays = ("coef_", "intercept_")
+
+    def __init__(
+        self,
+        method: str = "em",
+        prior_scale: float | None = 1.0,
+        intercept_scale: float | None = 10.0,
+        fit_intercept: bool = True,
+        n_classes: int | None = None,
+        max_labels: int = DEFAULT_MAX_LABELS,
+        max_iter: int = 50,
+        tol: float = 1e-6,
+        random_state: int | None = None,
+    ) -> None:
+        self.method = method
+        self.prior_scale = prior_scale
+        self.intercept_scale = intercept_scale
+        self.fit_intercept = fit_intercept
+        self.n_classes = n_classes
+        self.max_labels = max_labels
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    def fit(self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]]) -> ORLR:
+        """Fit from bags (list of (n_b, d) arrays) and their label sets."""
+        from .infer_em import fit_em
+        from .infer_map import fit_map
+        from .objective import make_flat_data
+
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
+        if len(bags) != len(label_sets):
+            raise ValueError(f"got {len(bags)} bags but {len(label_sets)} label sets")
+        n_classes = _infer_n_classes(label_sets, self.n_classes)
+        data = make_flat_data(bags, label_sets, n_classes, self.max_labels)
+        scales = {"prior_scale": self.prior_scale, "intercept_scale": self.intercept_scale}
+        if self.method == "em":
+            res = fit_em(
+                data, **scales, max_iter=self.max_iter, tol=self.tol, fit_intercept=self.fit_intercept
+            )
+            self.history_ = res.history
+        else:
+            res = fit_map(
+                data, **scales, max_iter=self.max_iter, tol=self.tol, fit_intercept=self.fit_intercept
+            )
+        self.coef_, self.intercept_ = np.asarray(res.W), np.asarray(res.beta)
+        self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
+        self.n_classes_, self.n_features_in_ = n_classes, data.features.shape[1]
+        return self
+
+    def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        return [x @ self.coef_ + self.intercept_ for x in feats]
+
+    def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        return [softmax(z, axis=1) for z in self._logits(feats)]
+
+    def _fitted_metadata(self) -> dict[str, Any]:
+        return {
+            "log_posterior_": float(self.log_posterior_),
+            "n_iter_": int(self.n_iter_),
+            "converged_": bool(self.converged_),
+        }
+
+    def _check_loaded(self, param_file: Path) -> None:
+        if self.coef_.shape != (self.n_features_in_, self.n_classes_) or self.intercept_.shape != (
+            self.n_classes_,
+        ):
+            raise ValueError(f"{param_file} holds arrays whose shapes do not match metadata.json")
+
+
+class SoftmaxRegression(_BagClassifier):
+    """Softmax regression trained on instance labels: the upper-bound baseline.
+
+    l2-regularised multinomial logistic regression (scikit-learn's lbfgs)
+    with penalty ``||W||^2 / (2 prior_scale**2)``, i.e. the same prior as ORLR
+    (scikit-learn ``C = prior_scale**2``); intercepts unpenalised.
+    ``fit(bags, instance_labels)`` takes one int array per bag.
+    """
+
+    _saved_arrays = ("coef_", "intercept_")
+
+    def __init__(
+        self,
+        prior_scale: float = 1.0,
+        fit_intercept: bool = True,
+        n_classes: int | None = None,
+        max_labels: int = DEFAULT_MAX_LABELS,
+        max_iter: int = 1000,
+    ) -> None:
+        self.prior_scale = prior_scale
+        self.fit_intercept = fit_intercept
+        self.n_classes = n_classes
+        self.max_labels = max_labels
+        self.max_iter = max_iter
+
+    def fit(self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]) -> SoftmaxRegression:
+        feats = check_features(bags)
+        x, y = _flat_instances(feats, instance_labels)
+        n_classes = _infer_n_classes([y], self.n_classes)
+        _check_instance_labels(y, n_classes)
+        clf = LogisticRegression(
+            C=self.prior_scale**2, fit_intercept=self.fit_intercept, max_iter=self.max_iter
+        )
+        clf.fit(x, y)
+        # Classes absent from training get no weight and a -inf-like intercept.
+        self.coef_ = np.zeros((x.shape[1], n_classes))
+        self.intercept_ = np.full(n_classes, -50.0)
+        cols = clf.classes_.astype(int)
+        coef = clf.coef_ if len(cols) > 2 else np.vstack([-clf.coef_, clf.coef_]) / 2
+        icpt = clf.intercept_ if len(cols) > 2 else np.array([-1.0, 1.0]) * clf.intercept_ / 2
+        self.coef_[:, cols] = coef.T
+        self.intercept_[cols] = icpt
+        self.n_classes_, self.n_features_in_ = n_classes, x.shape[1]
+        return self
+
+    def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        return [softmax(x @ self.coef_ + self.intercept_, axis=1) for x in feats]
+
+
+class MajorityClass(_BagClassifier):
+    """Predicts the most frequent training instance label for every instance.
+
+    ``predict_proba`` returns the training class frequencies (so ranking
+    metrics and transductive prediction are defined).
+    """
+
+    _saved_arrays = ("class_prior_",)
+
+    def __init__(self, n_classes: int | None = None, max_labels: int = DEFAULT_MAX_LABELS) -> None:
+        self.n_classes = n_classes
+        self.max_labels = max_labels
+
+    def fit(self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]) -> MajorityClass:
+        feats = check_features(bags)
+        x, y = _flat_instances(feats, instance_labels)
+        n_classes = _infer_n_classes([y], self.n_classes)
+        _check_instance_labels(y, n_classes)
+        counts = np.bincount(y, minlength=n_classes).astype(float)
+        # A tiny floor keeps transductive posteriors defined for unseen classes.
+        self.class_prior_ = np.maximum(counts / counts.sum(), 1e-12)
+        self.n_classes_, self.n_features_in_ = n_classes, x.shape[1]
+        return self
+
+    def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.tile(self.class_prior_, (len(x), 1)) for x in feats]
+
+
+def _flat_instances(
+    feats: list[np.ndarray], instance_labels: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    if len(feats) != len(instance_labels):
+        raise ValueError(f"got {len(feats)} bags but {len(instance_labels)} instance-label arrays")
+    for b, (x, y) in enumerate(zip(feats, instance_labels)):
+        if np.shape(y) != (len(x),):
+            raise ValueError(f"bag {b} has {len(x)} instances but instance labels of shape {np.shape(y)}")
+    return np.concatenate(feats), np.concatenate([np.asarray(y, dtype=np.int64) for y in instance_labels])
+
+
+def _check_instance_labels(y: np.ndarray, n_classes: int) -> None:
+    bad = y[(y < 0) | (y >= n_classes)]
+    if bad.size:
+        raise ValueError(f"instance labels {np.unique(bad).tolist()} outside [0, {n_classes})")

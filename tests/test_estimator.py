@@ -1,0 +1,127 @@
+"""The scikit-learn-style estimators: API, predictions, persistence, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from orlr_ppl import ORLR, MajorityClass, SoftmaxRegression
+from orlr_ppl.datasets import make_miml_digits
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_miml_digits(80, seed=5), make_miml_digits(30, seed=6)
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    train, _ = data
+    return ORLR(method="em", max_iter=30).fit(train.bags, train.label_sets)
+
+
+def test_sklearn_conventions():
+    est = ORLR(method="map", prior_scale=0.5, random_state=3)
+    assert est.get_params()["prior_scale"] == 0.5
+    twin = clone(est)
+    assert twin.get_params() == est.get_params() and twin is not est
+    est.set_params(method="em")
+    assert est.method == "em"
+    with pytest.raises(ValueError, match="method='nope'"):
+        ORLR(method="nope").fit([np.ones((2, 3))], [[0, 1]])
+
+
+def test_fit_predict_shapes_and_semantics(fitted, data):
+    train, test = data
+    assert fitted.coef_.shape == (64, 10) and fitted.intercept_.shape == (10,)
+    assert fitted.n_classes_ == 10 and fitted.n_features_in_ == 64
+    assert np.all(np.diff(fitted.history_) >= -1e-3)
+    proba = fitted.predict_proba(test.bags)
+    assert [p.shape for p in proba] == [(len(b), 10) for b in test.bags]
+    np.testing.assert_allclose(np.concatenate(proba).sum(axis=1), 1.0, atol=1e-6)
+    trans = fitted.predict_proba(train.bags, train.label_sets)
+    for p, s in zip(trans, train.label_sets):
+        assert np.all(p[:, np.setdiff1d(np.arange(10), s)] == 0)
+    labels = fitted.predict(train.bags, train.label_sets)
+    assert all(set(y.tolist()) <= set(s.tolist()) for y, s in zip(labels, train.label_sets))
+    bags01 = fitted.predict_bags(test.bags)
+    assert bags01.shape == (30, 10) and set(np.unique(bags01)) <= {0, 1}
+    scores = fitted.bag_scores(test.bags)
+    np.testing.assert_allclose(scores, np.stack([p.max(axis=0) for p in proba]))
+    assert fitted.score(test.bags, test.instance_labels) > 0.8
+
+
+def test_em_and_map_estimators_agree(data):
+    train, test = data
+    em = ORLR(method="em", max_iter=300, tol=1e-9).fit(train.bags, train.label_sets)
+    mp = ORLR(method="map").fit(train.bags, train.label_sets)
+    assert em.log_posterior_ == pytest.approx(mp.log_posterior_, rel=1e-3)
+    agree = np.mean(np.concatenate(em.predict(test.bags)) == np.concatenate(mp.predict(test.bags)))
+    assert agree > 0.95
+
+
+def test_reference_estimators(data):
+    train, test = data
+    soft = SoftmaxRegression().fit(train.bags, train.instance_labels)
+    major = MajorityClass().fit(train.bags, train.instance_labels)
+    assert soft.score(test.bags, test.instance_labels) > 0.9
+    counts = np.bincount(np.concatenate(train.instance_labels), minlength=10)
+    assert np.all(np.concatenate(major.predict(test.bags)) == counts.argmax())
+    assert major.score(test.bags, test.instance_labels) < 0.3
+    # Transductive majority: within the bag's own labels.
+    for y, s in zip(major.predict(test.bags, test.label_sets), test.label_sets):
+        assert set(y.tolist()) <= set(s.tolist())
+
+
+@pytest.mark.parametrize("make", [lambda: ORLR(method="map"), SoftmaxRegression, MajorityClass])
+def test_save_load_round_trip(tmp_path, data, make):
+    train, test = data
+    est = make()
+    est.fit(train.bags, train.label_sets if isinstance(est, ORLR) else train.instance_labels)
+    folder = est.save(tmp_path / "m")
+    assert sorted(p.name for p in folder.iterdir()) == ["metadata.json", "params.npz"]
+    back = type(est).load(folder)
+    for a, b in zip(est.predict_proba(test.bags), back.predict_proba(test.bags)):
+        np.testing.assert_array_equal(a, b)
+    assert back.get_params() == est.get_params()
+
+
+def test_load_errors_name_the_file(tmp_path, fitted):
+    folder = fitted.save(tmp_path / "m")
+    (folder / "params.npz").unlink()
+    with pytest.raises(ValueError, match=r"params.npz is missing"):
+        ORLR.load(folder)
+    folder = fitted.save(tmp_path / "t")
+    text = (folder / "metadata.json").read_text()
+    (folder / "metadata.json").write_text(text[: len(text) // 2])
+    with pytest.raises(ValueError, match=r"metadata.json is not valid JSON"):
+        ORLR.load(folder)
+    folder = fitted.save(tmp_path / "x")
+    meta = json.loads((folder / "metadata.json").read_text())
+    meta["n_features"] = 3
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"params.npz holds arrays whose shapes do not match"):
+        ORLR.load(folder)
+    folder = fitted.save(tmp_path / "y")
+    (folder / "params.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match=r"params.npz is unreadable"):
+        ORLR.load(folder)
+    with pytest.raises(ValueError, match="holds a ORLR, not a MajorityClass"):
+        MajorityClass.load(fitted.save(tmp_path / "z"))
+
+
+def test_bad_input_messages(fitted, data):
+    train, _ = data
+    with pytest.raises(ValueError, match="got 2 bags but 1 label sets"):
+        ORLR().fit(train.bags[:2], train.label_sets[:1])
+    with pytest.raises(ValueError, match="bag 0 has 5 features, expected 64"):
+        fitted.predict([np.ones((2, 5))])
+    with pytest.raises(ValueError, match=r"bag 0 has label\(s\) \[12\] outside \[0, 10\)"):
+        fitted.predict(train.bags[:1], [[12]])
+    with pytest.raises(ValueError, match=r"bag 1 has label\(s\) \[10\] outside \[0, 10\)"):
+        ORLR(n_classes=10).fit(train.bags[:2], [[0], [10]])
+    with pytest.raises(ValueError, match="instance labels \\[11\\] outside"):
+        SoftmaxRegression(n_classes=10).fit(train.bags[:1], [np.full(len(train.bags[0]), 11)])
