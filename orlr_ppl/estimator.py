@@ -25,7 +25,7 @@ from .bags import DEFAULT_MAX_LABELS, check_label_sets, instance_posteriors
 from .metrics import instance_accuracy
 from .model import check_features
 
-METHODS = ("em", "map")
+METHODS = ("em", "map", "nuts", "svi")
 
 
 def _infer_n_classes(label_sets: Sequence[Iterable[int]], n_classes: int | None) -> int:
@@ -159,8 +159,9 @@ class ORLR(_BagClassifier):
 
     Args:
         method: "em" (the published generalised EM) or "map" (L-BFGS on the
-            log posterior). Both give point estimates; they share the
-            objective, so they agree at convergence.
+            log posterior): point estimates sharing one objective, so they
+            agree at convergence; "nuts" or "svi": the full posterior
+            (``posterior_``), and predictions averaged over its draws.
         prior_scale: sd of the Normal prior on the weights (l2 strength
             ``1 / (2 prior_scale**2)``); None is plain maximum likelihood.
         intercept_scale: sd of the prior on the intercepts; None is flat.
@@ -169,11 +170,18 @@ class ORLR(_BagClassifier):
         max_labels: largest label set accepted (the DP holds 2**K states).
         max_iter: EM iterations (default 50, as published) or L-BFGS iterations.
         tol: relative tolerance on the log posterior.
-        random_state: kept for the sampling methods; unused by EM and MAP.
+        num_warmup, num_samples, num_chains: NUTS settings.
+        guide ("normal" | "lowrank"), svi_steps, learning_rate,
+            subsample_size (bags per minibatch): SVI settings.
+        max_predict_draws: posterior draws used (evenly thinned) to average
+            predictions.
+        random_state: seed of NUTS and SVI.
 
-    Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,), ``n_classes_``,
-    ``n_features_in_``, ``log_posterior_``, ``n_iter_``, ``converged_`` and,
-    for EM, ``history_`` (log posterior per iteration).
+    Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,) (for NUTS/SVI
+    the posterior means), ``n_classes_``, ``n_features_in_``; EM/MAP:
+    ``log_posterior_``, ``n_iter_``, ``converged_``, and for EM ``history_``;
+    NUTS/SVI: ``posterior_`` (``arviz.InferenceData``), ``coef_draws_``
+    (S, d, C), ``intercept_draws_`` (S, C), and for SVI ``losses_``.
     """
 
     _saved_arrays = ("coef_", "intercept_")
@@ -188,6 +196,14 @@ class ORLR(_BagClassifier):
         max_labels: int = DEFAULT_MAX_LABELS,
         max_iter: int = 50,
         tol: float = 1e-6,
+        num_warmup: int = 500,
+        num_samples: int = 500,
+        num_chains: int = 2,
+        guide: str = "normal",
+        svi_steps: int = 3000,
+        learning_rate: float = 0.01,
+        subsample_size: int | None = None,
+        max_predict_draws: int = 200,
         random_state: int | None = None,
     ) -> None:
         self.method = method
@@ -198,6 +214,14 @@ class ORLR(_BagClassifier):
         self.max_labels = max_labels
         self.max_iter = max_iter
         self.tol = tol
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.num_chains = num_chains
+        self.guide = guide
+        self.svi_steps = svi_steps
+        self.learning_rate = learning_rate
+        self.subsample_size = subsample_size
+        self.max_predict_draws = max_predict_draws
         self.random_state = random_state
 
     def fit(self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]]) -> ORLR:
@@ -211,6 +235,8 @@ class ORLR(_BagClassifier):
         if len(bags) != len(label_sets):
             raise ValueError(f"got {len(bags)} bags but {len(label_sets)} label sets")
         n_classes = _infer_n_classes(label_sets, self.n_classes)
+        if self.method in ("nuts", "svi"):
+            return self._fit_posterior(bags, label_sets, n_classes)
         data = make_flat_data(bags, label_sets, n_classes, self.max_labels)
         scales = {"prior_scale": self.prior_scale, "intercept_scale": self.intercept_scale}
         if self.method == "em":
@@ -227,20 +253,129 @@ class ORLR(_BagClassifier):
         self.n_classes_, self.n_features_in_ = n_classes, data.features.shape[1]
         return self
 
+    def _fit_posterior(self, bags, label_sets, n_classes: int) -> ORLR:
+        from .infer_nuts import fit_nuts
+        from .infer_svi import fit_svi
+        from .model import make_model_data
+
+        data = make_model_data(bags, label_sets, n_classes, self.max_labels)
+        common = {
+            "prior_scale": self.prior_scale,
+            "intercept_scale": self.intercept_scale,
+            "fit_intercept": self.fit_intercept,
+            "seed": 0 if self.random_state is None else int(self.random_state),
+        }
+        if self.method == "nuts":
+            idata = fit_nuts(
+                data,
+                num_warmup=self.num_warmup,
+                num_samples=self.num_samples,
+                num_chains=self.num_chains,
+                **common,
+            )
+        else:
+            res = fit_svi(
+                data,
+                guide=self.guide,
+                num_steps=self.svi_steps,
+                learning_rate=self.learning_rate,
+                subsample_size=self.subsample_size,
+                num_draws=self.num_samples,
+                **common,
+            )
+            idata, self.losses_ = res.posterior, res.losses
+        self.posterior_ = idata
+        self._set_draws(idata)
+        self.n_classes_, self.n_features_in_ = n_classes, data.n_features
+        return self
+
+    def _set_draws(self, idata) -> None:
+        w = np.asarray(idata.posterior["W"]).reshape((-1,) + idata.posterior["W"].shape[2:])
+        b = np.asarray(idata.posterior["beta"]).reshape(w.shape[0], -1)
+        self.coef_, self.intercept_ = w.mean(axis=0), b.mean(axis=0)
+        keep = np.unique(np.linspace(0, w.shape[0] - 1, min(self.max_predict_draws, w.shape[0])).astype(int))
+        self.coef_draws_, self.intercept_draws_ = w[keep], b[keep]
+
+    def _draws(self) -> tuple[np.ndarray, np.ndarray]:
+        """(S, d, C), (S, C): posterior draws, or the point estimate as S = 1."""
+        if hasattr(self, "coef_draws_"):
+            return self.coef_draws_, self.intercept_draws_
+        return self.coef_[None], self.intercept_[None]
+
     def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         return [x @ self.coef_ + self.intercept_ for x in feats]
 
+    def _draw_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """B arrays (S, n_b, C) of ``p(y | x, theta_s)`` per posterior draw."""
+        w, b = self._draws()
+        return [softmax(np.einsum("nd,sdc->snc", x, w) + b[:, None, :], axis=-1) for x in feats]
+
     def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
-        return [softmax(z, axis=1) for z in self._logits(feats)]
+        return [p.mean(axis=0) for p in self._draw_proba(feats)]
+
+    def predict_proba(
+        self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]] | None = None
+    ) -> list[np.ndarray]:
+        """Instance class probabilities; for NUTS/SVI averaged over posterior draws.
+
+        Inductive: ``E_theta p(y = c | x, theta)``. Transductive (given label
+        sets): ``E_theta p(y = c | Y_b, X_b, theta)``, the DP posterior averaged
+        over draws; zero outside each bag's set.
+        """
+        if label_sets is None or not hasattr(self, "coef_draws_"):
+            return super().predict_proba(bags, label_sets)
+        feats = self._check_bags(bags)
+        check_label_sets(label_sets, [len(x) for x in feats], self.n_classes_, self.max_labels)
+        total = None
+        for w, b in zip(*self._draws()):
+            post = instance_posteriors([x @ w + b for x in feats], label_sets, self.max_labels)
+            total = post if total is None else [t + p for t, p in zip(total, post)]
+        return [t / len(self.coef_draws_) for t in total]
+
+    def predict_uncertainty(self, bags: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """B arrays (n_b, 2): predictive entropy and mutual information (nats).
+
+        Entropy ``H[E_theta p(y | x, theta)]`` is the total uncertainty; the
+        mutual information ``H[E p] - E H[p]`` between the label and the
+        weights is its epistemic part (zero for EM/MAP point estimates).
+        """
+        out = []
+        for p in self._draw_proba(self._check_bags(bags)):
+            mean = p.mean(axis=0)
+            total = -np.sum(mean * np.log(np.clip(mean, 1e-300, None)), axis=-1)
+            aleatoric = -np.sum(p * np.log(np.clip(p, 1e-300, None)), axis=-1).mean(axis=0)
+            out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
+        return out
 
     def _fitted_metadata(self) -> dict[str, Any]:
+        if hasattr(self, "posterior_"):
+            return {}
         return {
             "log_posterior_": float(self.log_posterior_),
             "n_iter_": int(self.n_iter_),
             "converged_": bool(self.converged_),
         }
 
+    def save(self, path: str | Path) -> Path:
+        """Also writes the posterior as ``posterior.nc`` (netCDF) for NUTS/SVI."""
+        folder = super().save(path)
+        if hasattr(self, "posterior_"):
+            self.posterior_.to_netcdf(str(folder / "posterior.nc"))
+        return folder
+
     def _check_loaded(self, param_file: Path) -> None:
+        if self.method in ("nuts", "svi"):
+            nc = param_file.parent / "posterior.nc"
+            if not nc.is_file():
+                raise ValueError(f"{nc} is missing: a {self.method} model keeps its posterior there")
+            from .inference_data import az
+
+            try:
+                idata = az.from_netcdf(str(nc))
+            except (OSError, ValueError) as err:
+                raise ValueError(f"{nc} is unreadable: {err}") from err
+            self.posterior_ = idata
+            self._set_draws(idata)
         if self.coef_.shape != (self.n_features_in_, self.n_classes_) or self.intercept_.shape != (
             self.n_classes_,
         ):
