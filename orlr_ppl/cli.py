@@ -1,70 +1,300 @@
-"""The ``orlr-ppl`` command line."""
+"""The ``orlr-ppl`` command line: demo, fit, predict, evaluate.
+
+Data files for ``fit``/``predict``/``evaluate`` are ``.npz`` archives with
+``features`` (n, d) float, ``bag_ids`` (n,) int (instances of a bag need not
+be contiguous; bags are taken in order of first appearance), and optionally
+``bag_labels`` (B, C) 0/1 (needed to fit, and for transductive prediction)
+and ``instance_labels`` (n,) int (for evaluation only). ``--dataset digits``
+uses the embedded MIML digits instead of a file.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+DEMO_DIR = Path("models") / "demo"
 
-def _accuracy(probas: Sequence[np.ndarray], labels: Sequence[np.ndarray]) -> float:
-    return float(np.mean(np.concatenate([p.argmax(axis=1) == y for p, y in zip(probas, labels)])))
+
+class BagData(NamedTuple):
+    bags: list[np.ndarray]
+    label_sets: list[np.ndarray] | None
+    instance_labels: list[np.ndarray] | None
+    n_classes: int | None
+
+
+def load_npz(path: str | Path) -> BagData:
+    """Read a bag archive (see the module docstring); errors name the file and key."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: np.asarray(z[k]) for k in z.files}
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable .npz archive ({err})") from err
+    for key in ("features", "bag_ids"):
+        if key not in arrays:
+            raise ValueError(f"{path}: missing array '{key}'")
+    x, ids = arrays["features"], arrays["bag_ids"]
+    if x.ndim != 2 or ids.shape != (len(x),):
+        raise ValueError(f"{path}: 'features' must be (n, d) and 'bag_ids' (n,), got {x.shape}, {ids.shape}")
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # bags in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    bag_of = rank[inverse]
+    bags = [x[bag_of == b] for b in range(len(order))]
+    label_sets, n_classes = None, None
+    if "bag_labels" in arrays:
+        y = arrays["bag_labels"]
+        if y.ndim != 2 or len(y) != len(bags) or not np.isin(y, (0, 1)).all():
+            raise ValueError(
+                f"{path}: 'bag_labels' must be a ({len(bags)}, C) 0/1 array, got shape {y.shape}"
+            )
+        label_sets, n_classes = [np.flatnonzero(row) for row in y], y.shape[1]
+    inst = None
+    if "instance_labels" in arrays:
+        lab = arrays["instance_labels"]
+        if lab.shape != (len(x),):
+            raise ValueError(f"{path}: 'instance_labels' must be ({len(x)},), got {lab.shape}")
+        inst = [lab[bag_of == b].astype(np.int64) for b in range(len(order))]
+    return BagData(bags, label_sets, inst, n_classes)
+
+
+def _load_data(args: argparse.Namespace, split: str = "train") -> BagData:
+    if args.dataset == "digits":
+        from .datasets import make_miml_digits
+
+        seed = args.seed + (0 if split == "train" else 1)
+        ds = make_miml_digits(args.n_bags if split == "train" else max(args.n_bags // 3, 1), seed=seed)
+        return BagData(ds.bags, ds.label_sets, ds.instance_labels, ds.n_classes)
+    if not args.data:
+        raise ValueError("give --data FILE.npz or --dataset digits")
+    return load_npz(args.data)
+
+
+def _estimator_from_args(args: argparse.Namespace, n_classes: int | None):
+    from .estimator import ORLR
+
+    return ORLR(
+        method=args.method,
+        prior_scale=None if args.prior_scale <= 0 else args.prior_scale,
+        n_classes=n_classes,
+        max_iter=args.max_iter,
+        num_warmup=args.num_warmup,
+        num_samples=args.num_samples,
+        num_chains=args.num_chains,
+        progress_bar=not args.quiet,
+        random_state=args.seed,
+    )
+
+
+def _report(model, data: BagData, label: str) -> dict[str, float]:
+    """Instance- and bag-level metrics of ``model`` on ``data``."""
+    from . import metrics
+
+    out: dict[str, float] = {}
+    if data.instance_labels is not None:
+        proba = model.predict_proba(data.bags)
+        out["instance_accuracy_inductive"] = metrics.instance_accuracy(
+            data.instance_labels, [p.argmax(1) for p in proba]
+        )
+        out["ece_inductive"] = metrics.expected_calibration_error(data.instance_labels, proba)
+        out["macro_f1_inductive"] = metrics.macro_f1(data.instance_labels, [p.argmax(1) for p in proba])
+        if data.label_sets is not None:
+            out["instance_accuracy_transductive"] = metrics.instance_accuracy(
+                data.instance_labels, model.predict(data.bags, data.label_sets)
+            )
+    if data.label_sets is not None:
+        scores = model.bag_scores(data.bags)
+        out["hamming_loss"] = metrics.hamming_loss(data.label_sets, model.predict_bags(data.bags))
+        out["ranking_loss"] = metrics.ranking_loss(data.label_sets, scores)
+        out["one_error"] = metrics.one_error(data.label_sets, scores)
+        out["coverage"] = metrics.coverage(data.label_sets, scores)
+        out["average_precision"] = metrics.average_precision(data.label_sets, scores)
+    return {f"{label}{k}": v for k, v in out.items()}
 
 
 def _demo(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from . import metrics
     from .datasets import make_miml_digits
-    from .infer_map import fit_map
-    from .objective import make_flat_data
-    from .predict import predict_proba_inductive, predict_proba_transductive
+    from .estimator import ORLR
 
-    steps = tqdm(total=3, desc="demo", disable=args.quiet, file=sys.stderr)
+    steps = tqdm(total=4, desc="demo", disable=args.quiet, file=sys.stderr)
     train = make_miml_digits(args.n_bags, seed=args.seed)
     test = make_miml_digits(max(args.n_bags // 3, 1), seed=args.seed + 1)
-    data = make_flat_data(train.bags, train.label_sets, train.n_classes)
+    steps.set_postfix_str("EM")
     steps.update()
     t0 = time.perf_counter()
-    fit = fit_map(data, prior_scale=args.prior_scale)
-    elapsed = time.perf_counter() - t0
-    steps.update()
-    inductive = _accuracy(predict_proba_inductive(fit.W, fit.beta, test.bags), test.instance_labels)
-    transductive = _accuracy(
-        predict_proba_transductive(fit.W, fit.beta, train.bags, train.label_sets), train.instance_labels
+    em = ORLR(method="em", prior_scale=args.prior_scale, max_iter=args.max_iter).fit(
+        train.bags, train.label_sets
     )
+    t_em = time.perf_counter() - t0
+    steps.set_postfix_str("NUTS")
+    steps.update()
+    t0 = time.perf_counter()
+    nuts = ORLR(
+        method="nuts",
+        prior_scale=args.prior_scale,
+        num_warmup=args.num_warmup,
+        num_samples=args.num_samples,
+        num_chains=args.num_chains,
+        random_state=args.seed,
+    ).fit(train.bags, train.label_sets)
+    t_nuts = time.perf_counter() - t0
+    steps.update()
+    rows = []
+    for name, model in (("EM/MAP", em), ("NUTS posterior mean", nuts)):
+        proba = model.predict_proba(test.bags)
+        rows.append(
+            (
+                name,
+                metrics.instance_accuracy(test.instance_labels, [p.argmax(1) for p in proba]),
+                metrics.instance_accuracy(train.instance_labels, model.predict(train.bags, train.label_sets)),
+                metrics.expected_calibration_error(test.instance_labels, proba),
+            )
+        )
+    out = Path(args.out)
+    em.save(out / "em")
+    nuts.save(out / "nuts")
     steps.update()
     steps.close()
+    from .inference_data import summary
+
+    table = summary(nuts.posterior_)
     n_inst = sum(len(b) for b in train.bags)
-    print(f"MIML digits: {len(train.bags)} training bags, {n_inst} instances, 10 classes")
     print(
-        f"MAP (prior_scale={args.prior_scale}): {fit.n_iter} L-BFGS iterations in {elapsed:.1f}s, "
-        f"log posterior {fit.log_posterior:.2f}"
+        f"MIML digits: {len(train.bags)} training bags ({n_inst} instances), "
+        f"{len(test.bags)} test bags, 10 classes"
     )
-    print(f"instance accuracy, inductive (held-out bags): {inductive:.3f}")
-    print(f"instance accuracy, transductive (training bags, given their label sets): {transductive:.3f}")
+    print(
+        f"EM: {em.n_iter_} iterations in {t_em:.1f}s; NUTS: {args.num_chains} chains x "
+        f"({args.num_warmup} warmup + {args.num_samples} draws) in {t_nuts:.1f}s, "
+        f"max R-hat {table['r_hat'].max():.3f}, min bulk ESS {table['ess_bulk'].min():.0f}"
+    )
+    print(f"{'model':<22}{'inductive acc':>15}{'transductive acc':>18}{'ECE':>8}")
+    for name, ind, trans, ece in rows:
+        print(f"{name:<22}{ind:>15.3f}{trans:>18.3f}{ece:>8.3f}")
+    print(f"saved: {out / 'em'}, {out / 'nuts'}")
     return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    data = _load_data(args)
+    if data.label_sets is None:
+        raise ValueError("fitting needs bag labels ('bag_labels' in the archive)")
+    model = _estimator_from_args(args, data.n_classes).fit(data.bags, data.label_sets)
+    folder = model.save(args.out)
+    print(f"fitted ORLR ({args.method}) on {len(data.bags)} bags; saved to {folder}")
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from .estimator import ORLR
+
+    model = ORLR.load(args.model)
+    data = _load_data(args, split="test")
+    sets = data.label_sets if args.transductive else None
+    if args.transductive and sets is None:
+        raise ValueError("--transductive needs 'bag_labels' in the archive")
+    proba = model.predict_proba(data.bags, sets)
+    lines = ["bag,instance,label," + ",".join(f"p{c}" for c in range(model.n_classes_))]
+    for b, p in enumerate(proba):
+        for i, row in enumerate(p):
+            lines.append(f"{b},{i},{int(row.argmax())}," + ",".join(f"{v:.6g}" for v in row))
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {len(lines) - 1} instance predictions to {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .estimator import ORLR
+
+    model = ORLR.load(args.model)
+    result = _report(model, _load_data(args, split="test"), "")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for k, v in result.items():
+            print(f"{k:<34}{v:.4f}")
+    return 0
+
+
+def _add_data_args(p: argparse.ArgumentParser, n_bags: int = 300) -> None:
+    p.add_argument("--data", help="bag archive (.npz; see `orlr-ppl --help`)")
+    p.add_argument("--dataset", choices=["digits"], help="embedded dataset instead of --data")
+    p.add_argument("--n-bags", type=int, default=n_bags, help="bags of the embedded dataset")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _add_fit_args(p: argparse.ArgumentParser, num_samples: int = 500) -> None:
+    p.add_argument("--prior-scale", type=float, default=1.0, help="sd of the weight prior (<= 0: none)")
+    p.add_argument("--max-iter", type=int, default=50, help="EM / L-BFGS iterations")
+    p.add_argument("--num-warmup", type=int, default=num_samples, help="NUTS warmup per chain")
+    p.add_argument("--num-samples", type=int, default=num_samples, help="NUTS draws per chain")
+    p.add_argument("--num-chains", type=int, default=2, help="NUTS chains")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="orlr-ppl", description="Instance annotation from bag labels with the ORed-logistic model."
+        prog="orlr-ppl",
+        description="Instance annotation from bag labels with the ORed-logistic model.",
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="fit the embedded MIML digits data and report instance accuracy")
-    demo.add_argument("--n-bags", type=int, default=300, help="training bags (default 300)")
-    demo.add_argument("--prior-scale", type=float, default=1.0, help="sd of the weight prior")
+
+    demo = sub.add_parser("demo", help="fit EM and NUTS on embedded MIML digits; compare MAP and posterior")
+    demo.add_argument("--n-bags", type=int, default=200, help="training bags (default 200)")
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--out", default=str(DEMO_DIR), help=f"where to save the models (default {DEMO_DIR})")
+    _add_fit_args(demo, num_samples=200)
     demo.set_defaults(func=_demo)
+
+    fit = sub.add_parser("fit", help="fit ORLR and save it under models/")
+    _add_data_args(fit)
+    _add_fit_args(fit)
+    fit.add_argument("--method", choices=["em", "map", "nuts", "svi"], default="em")
+    fit.add_argument("--out", default=None, help="model folder (default models/orlr-<method>)")
+    fit.set_defaults(func=_fit)
+
+    pred = sub.add_parser("predict", help="instance labels and probabilities from a saved model (CSV)")
+    pred.add_argument("--model", required=True, help="saved model folder")
+    _add_data_args(pred)
+    pred.add_argument("--transductive", action="store_true", help="condition on the bags' label sets")
+    pred.add_argument("--out", help="CSV file (default: stdout)")
+    pred.set_defaults(func=_predict)
+
+    ev = sub.add_parser("evaluate", help="instance and bag metrics of a saved model")
+    ev.add_argument("--model", required=True, help="saved model folder")
+    _add_data_args(ev)
+    ev.add_argument("--json", action="store_true", help="print JSON")
+    ev.set_defaults(func=_evaluate)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ValueError as err:
+        print(f"orlr-ppl {args.command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -90,10 +90,17 @@ class _BagClassifier(BaseEstimator):
 
     # -- persistence ---------------------------------------------------------
 
-    def save(self, path: str | Path) -> Path:
-        """Write the fitted model to folder ``path``: ``metadata.json`` + ``params.npz``."""
+    def _default_name(self) -> str:
+        return type(self).__name__.lower()
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Write the fitted model to a folder: ``metadata.json`` + ``params.npz``.
+
+        ``path`` defaults to ``models/<name>`` (``models/orlr-<method>`` for ORLR).
+        Only JSON, ``.npz`` (loaded without pickle) and netCDF are written.
+        """
         check_is_fitted(self, "n_classes_")
-        folder = Path(path)
+        folder = Path("models") / self._default_name() if path is None else Path(path)
         folder.mkdir(parents=True, exist_ok=True)
         meta = {
             "package": "orlr-ppl",
@@ -175,6 +182,7 @@ class ORLR(_BagClassifier):
             subsample_size (bags per minibatch): SVI settings.
         max_predict_draws: posterior draws used (evenly thinned) to average
             predictions.
+        progress_bar: show NumPyro's progress bar while sampling/optimising.
         random_state: seed of NUTS and SVI.
 
     Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,) (for NUTS/SVI
@@ -204,6 +212,7 @@ class ORLR(_BagClassifier):
         learning_rate: float = 0.01,
         subsample_size: int | None = None,
         max_predict_draws: int = 200,
+        progress_bar: bool = False,
         random_state: int | None = None,
     ) -> None:
         self.method = method
@@ -222,6 +231,7 @@ class ORLR(_BagClassifier):
         self.learning_rate = learning_rate
         self.subsample_size = subsample_size
         self.max_predict_draws = max_predict_draws
+        self.progress_bar = progress_bar
         self.random_state = random_state
 
     def fit(self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]]) -> ORLR:
@@ -264,6 +274,7 @@ class ORLR(_BagClassifier):
             "intercept_scale": self.intercept_scale,
             "fit_intercept": self.fit_intercept,
             "seed": 0 if self.random_state is None else int(self.random_state),
+            "progress_bar": self.progress_bar,
         }
         if self.method == "nuts":
             idata = fit_nuts(
@@ -356,8 +367,11 @@ class ORLR(_BagClassifier):
             "converged_": bool(self.converged_),
         }
 
-    def save(self, path: str | Path) -> Path:
-        """Also writes the posterior as ``posterior.nc`` (netCDF) for NUTS/SVI."""
+    def _default_name(self) -> str:
+        return f"orlr-{self.method}"
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """As ``_BagClassifier.save``; NUTS/SVI also write ``posterior.nc`` (netCDF)."""
         folder = super().save(path)
         if hasattr(self, "posterior_"):
             self.posterior_.to_netcdf(str(folder / "posterior.nc"))

@@ -1,23 +1,92 @@
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from orlr_ppl.cli import main
+from orlr_ppl.cli import load_npz, main
+from orlr_ppl.datasets import make_miml_digits
 
 
 def test_help_lists_subcommands():
     out = subprocess.run([sys.executable, "-m", "orlr_ppl.cli", "--help"], capture_output=True, text=True)
-    assert out.returncode == 0 and "demo" in out.stdout
+    assert out.returncode == 0
+    for command in ("demo", "fit", "predict", "evaluate"):
+        assert command in out.stdout
 
 
-def test_demo_runs_small(capsys):
-    assert main(["demo", "--n-bags", "60", "--quiet"]) == 0
+def test_demo_runs_small(tmp_path, capsys):
+    args = ["demo", "--n-bags", "40", "--num-warmup", "40", "--num-samples", "40", "--quiet"]
+    assert main(args + ["--out", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
-    line = [x for x in out.splitlines() if x.startswith("instance accuracy, inductive")][0]
-    assert float(line.rsplit(" ", 1)[1]) > 0.5
+    rows = {
+        line.split("  ")[0]: line.split() for line in out.splitlines() if line.startswith(("EM/MAP", "NUTS"))
+    }
+    assert set(rows) == {"EM/MAP", "NUTS posterior mean"}
+    for row in rows.values():
+        inductive, transductive, ece = map(float, row[-3:])
+        assert inductive > 0.5 and transductive > 0.5 and 0 <= ece <= 1
+    assert (tmp_path / "demo" / "nuts" / "posterior.nc").is_file()
+    assert (tmp_path / "demo" / "em" / "metadata.json").is_file()
+
+
+def _write_npz(path, ds):
+    bag_ids = np.concatenate([np.full(len(b), 100 + i) for i, b in enumerate(ds.bags)])
+    labels = np.zeros((len(ds.bags), ds.n_classes), int)
+    for i, s in enumerate(ds.label_sets):
+        labels[i, s] = 1
+    np.savez(
+        path,
+        features=np.concatenate(ds.bags),
+        bag_ids=bag_ids,
+        bag_labels=labels,
+        instance_labels=np.concatenate(ds.instance_labels),
+    )
+
+
+def test_fit_predict_evaluate_from_files(tmp_path, capsys):
+    _write_npz(tmp_path / "train.npz", make_miml_digits(60, seed=0))
+    _write_npz(tmp_path / "test.npz", make_miml_digits(20, seed=1))
+    model = tmp_path / "model"
+    assert main(["fit", "--data", str(tmp_path / "train.npz"), "--method", "map", "--out", str(model)]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(model),
+                "--data",
+                str(tmp_path / "test.npz"),
+                "--out",
+                str(tmp_path / "p.csv"),
+            ]
+        )
+        == 0
+    )
+    rows = (tmp_path / "p.csv").read_text().splitlines()
+    assert rows[0].startswith("bag,instance,label,p0") and len(rows) - 1 == len(
+        np.load(tmp_path / "test.npz")["bag_ids"]
+    )
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["instance_accuracy_inductive"] > 0.7
+    assert result["instance_accuracy_transductive"] >= result["instance_accuracy_inductive"] - 0.05
+    assert 0 <= result["ranking_loss"] <= 1
+
+
+def test_bad_files_give_clear_errors(tmp_path, capsys):
+    assert main(["fit", "--data", str(tmp_path / "nope.npz")]) == 2
+    assert "nope.npz: no such file" in capsys.readouterr().err
+    np.savez(tmp_path / "bad.npz", features=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="missing array 'bag_ids'"):
+        load_npz(tmp_path / "bad.npz")
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="not a readable .npz"):
+        load_npz(tmp_path / "junk.npz")
 
 
 def test_unknown_subcommand_fails():
