@@ -109,6 +109,7 @@ class _BagClassifier(BaseEstimator):
             "params": self.get_params(),
             "n_classes": int(self.n_classes_),
             "n_features": int(self.n_features_in_),
+            "training_data": getattr(self, "training_shape_", None),
             "fitted": self._fitted_metadata(),
         }
         (folder / "metadata.json").write_text(json.dumps(meta, indent=2, default=_json_default))
@@ -149,6 +150,8 @@ class _BagClassifier(BaseEstimator):
         model._check_loaded(param_file)
         for k, v in meta.get("fitted", {}).items():
             setattr(model, k, v)
+        if meta.get("training_data"):
+            model.training_shape_ = meta["training_data"]
         return model
 
     def _check_loaded(self, param_file: Path) -> None:
@@ -245,6 +248,7 @@ class ORLR(_BagClassifier):
         if len(bags) != len(label_sets):
             raise ValueError(f"got {len(bags)} bags but {len(label_sets)} label sets")
         n_classes = _infer_n_classes(label_sets, self.n_classes)
+        self.training_shape_ = _shape_of(bags)
         if self.method in ("nuts", "svi"):
             return self._fit_posterior(bags, label_sets, n_classes)
         data = make_flat_data(bags, label_sets, n_classes, self.max_labels)
@@ -426,6 +430,7 @@ class SoftmaxRegression(_BagClassifier):
         x, y = _flat_instances(feats, instance_labels)
         n_classes = _infer_n_classes([y], self.n_classes)
         _check_instance_labels(y, n_classes)
+        self.training_shape_ = _shape_of(feats)
         clf = LogisticRegression(
             C=self.prior_scale**2, fit_intercept=self.fit_intercept, max_iter=self.max_iter
         )
@@ -463,6 +468,7 @@ class MajorityClass(_BagClassifier):
         x, y = _flat_instances(feats, instance_labels)
         n_classes = _infer_n_classes([y], self.n_classes)
         _check_instance_labels(y, n_classes)
+        self.training_shape_ = _shape_of(feats)
         counts = np.bincount(y, minlength=n_classes).astype(float)
         # A tiny floor keeps transductive posteriors defined for unseen classes.
         self.class_prior_ = np.maximum(counts / counts.sum(), 1e-12)
@@ -482,6 +488,11 @@ def _flat_instances(
         if np.shape(y) != (len(x),):
             raise ValueError(f"bag {b} has {len(x)} instances but instance labels of shape {np.shape(y)}")
     return np.concatenate(feats), np.concatenate([np.asarray(y, dtype=np.int64) for y in instance_labels])
+
+
+def _shape_of(bags: Sequence[np.ndarray]) -> dict[str, int]:
+    """Training data shape kept in the saved metadata."""
+    return {"n_bags": len(bags), "n_instances": int(sum(len(b) for b in bags))}
 
 
 def _check_instance_labels(y: np.ndarray, n_classes: int) -> None:

@@ -84,6 +84,9 @@ def test_save_load_round_trip(tmp_path, data, make):
     folder = est.save(tmp_path / "m")
     assert sorted(p.name for p in folder.iterdir()) == ["metadata.json", "params.npz"]
     back = type(est).load(folder)
+    meta = json.loads((folder / "metadata.json").read_text())
+    assert meta["training_data"] == {"n_bags": 80, "n_instances": sum(len(b) for b in train.bags)}
+    assert back.training_shape_ == est.training_shape_
     for a, b in zip(est.predict_proba(test.bags), back.predict_proba(test.bags)):
         np.testing.assert_array_equal(a, b)
     assert back.get_params() == est.get_params()
