@@ -49,6 +49,17 @@ class _BagClassifier(BaseEstimator):
         """Class scores for the DP (any per-instance shift is harmless)."""
         return [np.log(np.clip(p, 1e-300, None)) for p in self._inductive_proba(feats)]
 
+    def _instance_training_data(
+        self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Validated flat (n, d) features, (n,) labels and the class count (reference models)."""
+        feats = check_features(bags)
+        x, y = _flat_instances(feats, instance_labels)
+        n_classes = _infer_n_classes([y], self.n_classes)
+        _check_instance_labels(y, n_classes)
+        self.training_shape_ = _shape_of(feats)
+        return x, y, n_classes
+
     def _check_bags(self, bags: Sequence[np.ndarray]) -> list[np.ndarray]:
         check_is_fitted(self, "n_classes_")
         return check_features(bags, self.n_features_in_)
@@ -426,11 +437,7 @@ class SoftmaxRegression(_BagClassifier):
         self.max_iter = max_iter
 
     def fit(self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]) -> SoftmaxRegression:
-        feats = check_features(bags)
-        x, y = _flat_instances(feats, instance_labels)
-        n_classes = _infer_n_classes([y], self.n_classes)
-        _check_instance_labels(y, n_classes)
-        self.training_shape_ = _shape_of(feats)
+        x, y, n_classes = self._instance_training_data(bags, instance_labels)
         clf = LogisticRegression(
             C=self.prior_scale**2, fit_intercept=self.fit_intercept, max_iter=self.max_iter
         )
@@ -464,11 +471,7 @@ class MajorityClass(_BagClassifier):
         self.max_labels = max_labels
 
     def fit(self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]) -> MajorityClass:
-        feats = check_features(bags)
-        x, y = _flat_instances(feats, instance_labels)
-        n_classes = _infer_n_classes([y], self.n_classes)
-        _check_instance_labels(y, n_classes)
-        self.training_shape_ = _shape_of(feats)
+        x, y, n_classes = self._instance_training_data(bags, instance_labels)
         counts = np.bincount(y, minlength=n_classes).astype(float)
         # A tiny floor keeps transductive posteriors defined for unseen classes.
         self.class_prior_ = np.maximum(counts / counts.sum(), 1e-12)
