@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 from scipy.special import softmax
 from sklearn.base import BaseEstimator
@@ -21,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
 from . import __version__
-from .bags import DEFAULT_MAX_LABELS, check_label_sets, instance_posteriors
+from .bags import DEFAULT_MAX_LABELS, check_label_sets, instance_posteriors, pack_bags, packed_posteriors
 from .metrics import instance_accuracy
 from .model import check_features
 
@@ -351,12 +352,15 @@ class ORLR(_BagClassifier):
         if label_sets is None or not hasattr(self, "coef_draws_"):
             return super().predict_proba(bags, label_sets)
         feats = self._check_bags(bags)
-        check_label_sets(label_sets, [len(x) for x in feats], self.n_classes_, self.max_labels)
-        total = None
-        for w, b in zip(*self._draws()):
-            post = instance_posteriors([x @ w + b for x in feats], label_sets, self.max_labels)
-            total = post if total is None else [t + p for t, p in zip(total, post)]
-        return [t / len(self.coef_draws_) for t in total]
+        n_inst = [len(x) for x in feats]
+        sets = check_label_sets(label_sets, n_inst, self.n_classes_, self.max_labels)
+        # Validation and packing depend only on the bags, not on the draw: do them once.
+        packed, flat = pack_bags(n_inst, sets), np.concatenate(feats)
+        total = sum(
+            np.asarray(packed_posteriors(jnp.asarray(flat @ w + b), packed)[1])
+            for w, b in zip(*self._draws())
+        )
+        return np.split(total / len(self.coef_draws_), np.cumsum(n_inst)[:-1])
 
     def predict_uncertainty(self, bags: Sequence[np.ndarray]) -> list[np.ndarray]:
         """B arrays (n_b, 2): predictive entropy and mutual information (nats).
