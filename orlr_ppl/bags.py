@@ -100,19 +100,12 @@ def check_label_sets(
             f"got {len(n_instances)} bags but {len(label_sets)} label sets: "
             "give exactly one label set per bag"
         )
-    out = []
+    out, impossible = [], []
     for b, (raw, n_b) in enumerate(zip(label_sets, n_instances)):
-        if n_b == 0:
-            raise ValueError(f"bag {b} is empty: every bag needs at least one instance; remove it")
         if isinstance(raw, (str, bytes)) or np.ndim(raw) > 1:
             raise ValueError(f"label set of bag {b} must be a flat iterable of class indices")
         arr = np.asarray(list(raw) if not isinstance(raw, np.ndarray) else raw)
-        if arr.size == 0:
-            raise ValueError(
-                f"bag {b} has an empty label set: under the ORed-logistic model every bag "
-                "has at least one label; remove the bag or give its labels"
-            )
-        if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)):
+        if arr.size and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)):
             if not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr))):
                 raise ValueError(f"bag {b} has non-integer labels {arr.tolist()}: use class indices")
         arr = np.unique(arr.astype(np.int64))
@@ -122,19 +115,43 @@ def check_label_sets(
                 f"bag {b} has label(s) {bad.tolist()} outside [0, {n_classes}): "
                 f"use class indices 0..{n_classes - 1} or raise n_classes"
             )
-        if arr.size > n_b:
-            raise ValueError(
-                f"bag {b} has {arr.size} labels but only {n_b} instance(s): its likelihood "
-                "is exactly zero under the union model (each instance carries one label); "
-                "fix its label set or remove the bag"
-            )
-        if arr.size > max_labels:
+        problem = zero_likelihood_reason(arr.size, n_b)
+        if problem:
+            impossible.append((b, problem))
+        elif arr.size > max_labels:
             raise ValueError(
                 f"bag {b} has {arr.size} labels, above max_labels={max_labels} (the DP holds "
                 f"2**{arr.size} states for it): raise max_labels if memory allows, or split the bag"
             )
         out.append(arr)
+    if impossible:
+        raise ValueError(_impossible_message(impossible))
     return out
+
+
+def zero_likelihood_reason(n_labels: int, n_instances: int) -> str | None:
+    """Why a bag has likelihood exactly zero under the union model, or None."""
+    if n_instances == 0:
+        return "is empty: every bag needs at least one instance"
+    if n_labels == 0:
+        return "has an empty label set: under the ORed-logistic model every bag has at least one label"
+    if n_labels > n_instances:
+        return (
+            f"has {n_labels} labels but only {n_instances} instance(s): its likelihood is exactly "
+            "zero under the union model (each instance carries one label)"
+        )
+    return None
+
+
+def _impossible_message(impossible: list[tuple[int, str]], shown: int = 20) -> str:
+    fix = "fix their label sets or remove them (MIMLData.drop_impossible() does, and reports which)"
+    if len(impossible) == 1:
+        b, why = impossible[0]
+        return f"bag {b} {why}; remove it or fix its label set"
+    listed = "; ".join(f"bag {b} {why}" for b, why in impossible[:shown])
+    more = f"; and {len(impossible) - shown} more" if len(impossible) > shown else ""
+    ids = [b for b, _ in impossible]
+    return f"{len(impossible)} bags are impossible under the union model ({ids}): {listed}{more}. {fix}"
 
 
 def check_ragged(

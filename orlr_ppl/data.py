@@ -1,0 +1,498 @@
+"""``MIMLData``: bags of instances with bag-level label sets, as users bring them.
+
+One object carries everything a MIML experiment needs: the ragged bags, the
+label sets, the (optional, evaluation-only) instance labels, class and
+feature names and the bags' original ids. Splits are made at bag level and
+are seeded; the standardiser is fitted on training bags only, so nothing of
+the test bags leaks into training. Bags that the union model cannot explain
+are reported by ``validate`` and removed only on request by
+``drop_impossible``, which says which it removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from .bags import zero_likelihood_reason
+
+if TYPE_CHECKING:  # pandas is imported lazily: only the DataFrame constructor needs it
+    import pandas as pd
+
+
+class BagProblem(NamedTuple):
+    """One bag that breaks the union assumption.
+
+    Attributes:
+        index: the bag's position in the data.
+        bag_id: the bag's original id.
+        kind: "zero_likelihood" (empty bag, empty label set, or fewer
+            instances than labels: impossible whatever the weights),
+            "label_without_instance" (a bag label no instance carries) or
+            "instance_label_outside" (an instance label missing from the
+            bag's set); the last two are visible only with instance labels.
+        message: a sentence naming the bag and what is wrong.
+    """
+
+    index: int
+    bag_id: Hashable
+    kind: str
+    message: str
+
+
+class Standardizer(NamedTuple):
+    """Per-feature centring and scaling, fitted on training bags only.
+
+    Attributes:
+        mean: (d,) mean of each feature over the training instances.
+        scale: (d,) standard deviation (1 where a feature is constant).
+    """
+
+    mean: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def fit(cls, data: MIMLData) -> Standardizer:
+        """Fit on every instance of ``data`` (pass the training bags only)."""
+        x = np.concatenate(data.bags)
+        sd = x.std(axis=0)
+        return cls(x.mean(axis=0), np.where(sd > 0, sd, 1.0))
+
+    def transform(self, data: MIMLData) -> MIMLData:
+        """``data`` with features ``(x - mean) / scale``."""
+        if data.n_features != len(self.mean):
+            raise ValueError(f"the standardiser was fitted on {len(self.mean)} features, data has {data.n_features}")
+        return replace(data, bags=[(x - self.mean) / self.scale for x in data.bags])
+
+
+@dataclass(frozen=True, eq=False)
+class MIMLData:
+    """Bags, their label sets and optional instance labels.
+
+    Attributes:
+        bags: B arrays (n_b, d) of instance features (float64).
+        label_sets: B sorted lists of class indices in ``[0, n_classes)``.
+        instance_labels: B int arrays (n_b,) (used only to evaluate), or None.
+        class_names: C names (default "0".."C-1").
+        feature_names: d names (default "x0".."x{d-1}").
+        n_classes: C (default: largest label + 1, at least 2).
+        bag_ids: B original bag ids (default 0..B-1), used in messages.
+
+    Construction checks shapes, finiteness and label ranges, naming the bag;
+    it does not reject bags that break the union assumption (see
+    ``validate``): those are the user's to inspect, never dropped silently.
+    """
+
+    bags: list[np.ndarray]
+    label_sets: list[list[int]]
+    instance_labels: list[np.ndarray] | None = None
+    class_names: list[str] | None = None
+    feature_names: list[str] | None = None
+    n_classes: int | None = None
+    bag_ids: list[Hashable] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        bags = [np.asarray(x, dtype=np.float64) for x in self.bags]
+        if len(bags) == 0:
+            raise ValueError("MIMLData needs at least one bag")
+        if len(self.label_sets) != len(bags):
+            raise ValueError(f"got {len(bags)} bags but {len(self.label_sets)} label sets: give one per bag")
+        ids = list(range(len(bags))) if self.bag_ids is None else list(self.bag_ids)
+        if len(ids) != len(bags):
+            raise ValueError(f"got {len(bags)} bags but {len(ids)} bag ids")
+        d = None
+        for b, x in enumerate(bags):
+            if x.ndim != 2 or (d is not None and x.shape[1] != d):
+                want = "(n_instances, n_features)" if d is None else f"(n_instances, {d})"
+                raise ValueError(f"bag {_name(b, ids)} has features of shape {x.shape}: expected {want}")
+            d = x.shape[1]
+            if not np.all(np.isfinite(x)):
+                rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1)).tolist()
+                raise ValueError(
+                    f"bag {_name(b, ids)} has NaN or infinite features in instance(s) {rows}: "
+                    "impute or remove them before building MIMLData"
+                )
+        sets = [_label_list(s, b, ids) for b, s in enumerate(self.label_sets)]
+        top = max((s[-1] for s in sets if s), default=-1)
+        n_classes = self.n_classes
+        if n_classes is None:
+            n_classes = max(top + 1, 2, len(self.class_names or ()))
+        if top >= n_classes:
+            b = next(b for b, s in enumerate(sets) if s and s[-1] >= n_classes)
+            raise ValueError(
+                f"bag {_name(b, ids)} has label {sets[b][-1]} outside [0, {n_classes}): raise n_classes"
+            )
+        inst = None
+        if self.instance_labels is not None:
+            if len(self.instance_labels) != len(bags):
+                raise ValueError(f"got {len(bags)} bags but {len(self.instance_labels)} instance-label arrays")
+            inst = []
+            for b, (x, y) in enumerate(zip(bags, self.instance_labels)):
+                y = np.asarray(y)
+                if y.shape != (len(x),) or (y.size and not np.issubdtype(y.dtype, np.integer)):
+                    raise ValueError(
+                        f"bag {_name(b, ids)} has {len(x)} instances but instance labels "
+                        f"{y.dtype}{list(y.shape)}: give one int label per instance"
+                    )
+                if y.size and (y.min() < 0 or y.max() >= n_classes):
+                    raise ValueError(f"bag {_name(b, ids)} has instance labels outside [0, {n_classes})")
+                inst.append(y.astype(np.int64))
+        classes = [str(c) for c in range(n_classes)] if self.class_names is None else list(self.class_names)
+        if len(classes) != n_classes:
+            raise ValueError(f"got {len(classes)} class names for {n_classes} classes")
+        feats = [f"x{j}" for j in range(d)] if self.feature_names is None else list(self.feature_names)
+        if len(feats) != d:
+            raise ValueError(f"got {len(feats)} feature names for {d} features")
+        for name, value in (
+            ("bags", bags),
+            ("label_sets", sets),
+            ("instance_labels", inst),
+            ("class_names", classes),
+            ("feature_names", feats),
+            ("n_classes", int(n_classes)),
+            ("bag_ids", ids),
+        ):
+            object.__setattr__(self, name, value)
+
+    # -- constructors --------------------------------------------------------
+
+    @classmethod
+    def from_arrays(
+        cls,
+        features: np.ndarray,
+        bag_labels: Mapping[Hashable, Iterable[Any]] | Sequence[Iterable[Any]] | np.ndarray,
+        bag_ids: Sequence[Hashable] | np.ndarray | None = None,
+        *,
+        bag_id_column: int | None = None,
+        instance_labels: Sequence[Any] | np.ndarray | None = None,
+        class_names: Sequence[str] | None = None,
+        feature_names: Sequence[str] | None = None,
+        n_classes: int | None = None,
+    ) -> MIMLData:
+        """From a flat (n, d) instance array and a bag id per instance.
+
+        Args:
+            features: (n, d) instance features; with ``bag_id_column`` one of
+                its columns holds the bag ids (and is removed).
+            bag_labels: each bag's labels: a mapping bag id -> labels, a
+                sequence of label lists in order of the bags' first
+                appearance, or a (B, C) 0/1 array in that order. Labels are
+                class indices, or class names when ``class_names`` is given.
+            bag_ids: (n,) the bag of each instance (or use ``bag_id_column``).
+                Instances of a bag need not be contiguous; bags are numbered
+                in order of first appearance.
+            instance_labels: (n,) hidden instance labels, for evaluation.
+            class_names, feature_names, n_classes: see the class docstring.
+        """
+        x = np.asarray(features)
+        if x.ndim != 2:
+            raise ValueError(f"features must be a flat (n_instances, n_features) array, got shape {x.shape}")
+        if (bag_ids is None) == (bag_id_column is None):
+            raise ValueError("give the bag of each instance: either bag_ids or bag_id_column")
+        if bag_id_column is not None:
+            ids = x[:, bag_id_column]
+            x = np.delete(x, bag_id_column, axis=1)
+            if feature_names is not None and len(feature_names) == x.shape[1] + 1:
+                feature_names = [f for j, f in enumerate(feature_names) if j != bag_id_column % (x.shape[1] + 1)]
+        else:
+            ids = np.asarray(bag_ids)
+        if ids.shape != (len(x),):
+            raise ValueError(f"need one bag id per instance: {len(x)} instances, bag ids of shape {ids.shape}")
+        order, members = _group(ids)
+        labels = _labels_in_order(bag_labels, order, class_names)
+        inst = None
+        if instance_labels is not None:
+            lab = np.asarray(instance_labels)
+            if lab.shape != (len(x),):
+                raise ValueError(f"need one instance label per instance: {len(x)} instances, got {lab.shape}")
+            codes = _encode(lab, class_names, "instance labels")
+            inst = [codes[m] for m in members]
+        return cls(
+            bags=[x[m].astype(np.float64) for m in members],
+            label_sets=labels,
+            instance_labels=inst,
+            class_names=None if class_names is None else list(class_names),
+            feature_names=None if feature_names is None else list(feature_names),
+            n_classes=n_classes,
+            bag_ids=order,
+        )
+
+    @classmethod
+    def from_dataframe(
+        cls,
+        df: pd.DataFrame,
+        bag_column: str,
+        bag_labels: Mapping[Hashable, Iterable[Any]] | pd.Series | str,
+        *,
+        feature_columns: Sequence[str] | None = None,
+        instance_label_column: str | None = None,
+        class_names: Sequence[str] | None = None,
+        n_classes: int | None = None,
+    ) -> MIMLData:
+        """From a DataFrame with one row per instance and a bag-id column.
+
+        Args:
+            df: one row per instance.
+            bag_column: the column holding each instance's bag id.
+            bag_labels: a mapping (or Series indexed by bag id) bag id ->
+                labels, or the name of a column of ``df`` holding each row's
+                bag label list (all rows of a bag must agree).
+            feature_columns: default: every column except the bag, label and
+                instance-label columns (all must be numeric).
+            instance_label_column: column of hidden instance labels.
+            class_names, n_classes: see the class docstring.
+        """
+        for col in (bag_column, instance_label_column, bag_labels if isinstance(bag_labels, str) else None):
+            if col is not None and col not in df.columns:
+                raise ValueError(f"DataFrame has no column {col!r} (columns: {list(df.columns)})")
+        skip = {bag_column, instance_label_column, bag_labels if isinstance(bag_labels, str) else None}
+        cols = [c for c in df.columns if c not in skip] if feature_columns is None else list(feature_columns)
+        missing = [c for c in cols if c not in df.columns]
+        if missing:
+            raise ValueError(f"DataFrame has no feature column(s) {missing}")
+        non_numeric = [c for c in cols if not np.issubdtype(df[c].dtype, np.number)]
+        if non_numeric:
+            raise ValueError(
+                f"feature column(s) {non_numeric} are not numeric: encode them or pass feature_columns"
+            )
+        ids = df[bag_column].to_numpy()
+        if isinstance(bag_labels, str):
+            per_row = df[bag_labels].tolist()
+            mapping: dict[Hashable, list[Any]] = {}
+            for row, (bag, labs) in enumerate(zip(ids, per_row)):
+                labs = sorted(labs) if not isinstance(labs, str) else [labs]
+                if mapping.setdefault(bag, labs) != labs:
+                    raise ValueError(
+                        f"row {row}: bag {bag!r} has labels {labs} here but {mapping[bag]} on an earlier "
+                        f"row; column {bag_labels!r} must be the same on every row of a bag"
+                    )
+            bag_labels = mapping
+        elif hasattr(bag_labels, "to_dict"):
+            bag_labels = bag_labels.to_dict()
+        return cls.from_arrays(
+            df[cols].to_numpy(dtype=np.float64),
+            bag_labels,
+            bag_ids=ids,
+            instance_labels=None if instance_label_column is None else df[instance_label_column].to_numpy(),
+            class_names=class_names,
+            feature_names=[str(c) for c in cols],
+            n_classes=n_classes,
+        )
+
+    # -- views ---------------------------------------------------------------
+
+    @property
+    def n_bags(self) -> int:
+        return len(self.bags)
+
+    @property
+    def n_instances(self) -> int:
+        return int(sum(len(x) for x in self.bags))
+
+    @property
+    def n_features(self) -> int:
+        return int(self.bags[0].shape[1])
+
+    def __len__(self) -> int:
+        return len(self.bags)
+
+    def __repr__(self) -> str:
+        inst = "with" if self.instance_labels is not None else "without"
+        return (
+            f"MIMLData({self.n_bags} bags, {self.n_instances} instances, {self.n_features} features, "
+            f"{self.n_classes} classes, {inst} instance labels)"
+        )
+
+    def label_matrix(self) -> np.ndarray:
+        """(B, C) 0/1 bag label matrix."""
+        y = np.zeros((self.n_bags, self.n_classes), np.int64)
+        for b, s in enumerate(self.label_sets):
+            y[b, s] = 1
+        return y
+
+    def subset(self, indices: Sequence[int] | np.ndarray) -> MIMLData:
+        """The bags at ``indices`` (in that order), with their labels and ids."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < -self.n_bags or idx.max() >= self.n_bags):
+            raise ValueError(f"bag indices must lie in [0, {self.n_bags})")
+        pick = [int(i) for i in idx]
+        return replace(
+            self,
+            bags=[self.bags[i] for i in pick],
+            label_sets=[self.label_sets[i] for i in pick],
+            instance_labels=None if self.instance_labels is None else [self.instance_labels[i] for i in pick],
+            bag_ids=[self.bag_ids[i] for i in pick],
+        )
+
+    # -- union violations ----------------------------------------------------
+
+    def validate(self) -> list[BagProblem]:
+        """Every bag that breaks the union assumption, one entry per problem.
+
+        Zero-likelihood bags (empty, empty label set, fewer instances than
+        labels) make fitting impossible. With instance labels, also bags
+        where a bag label has no instance or an instance label is missing
+        from the bag's set. Nothing is changed; see ``drop_impossible``.
+        """
+        out = []
+        for b, (x, s) in enumerate(zip(self.bags, self.label_sets)):
+            name = _name(b, self.bag_ids)
+            why = zero_likelihood_reason(len(s), len(x))
+            if why:
+                out.append(BagProblem(b, self.bag_ids[b], "zero_likelihood", f"bag {name} {why}"))
+            if self.instance_labels is None:
+                continue
+            present = set(self.instance_labels[b].tolist())
+            absent = sorted(set(s) - present)
+            if absent:
+                out.append(
+                    BagProblem(
+                        b,
+                        self.bag_ids[b],
+                        "label_without_instance",
+                        f"bag {name} has label(s) {absent} that none of its instances carries",
+                    )
+                )
+            extra = sorted(present - set(s))
+            if extra:
+                out.append(
+                    BagProblem(
+                        b,
+                        self.bag_ids[b],
+                        "instance_label_outside",
+                        f"bag {name} has instances labelled {extra}, not in its label set {s}",
+                    )
+                )
+        return out
+
+    def impossible_bags(self) -> list[int]:
+        """Sorted indices of the bags ``validate`` reports."""
+        return sorted({p.index for p in self.validate()})
+
+    def drop_impossible(self) -> tuple[MIMLData, list[int]]:
+        """``(clean_data, dropped_bag_indices)``: the data without every bag ``validate`` reports."""
+        bad = self.impossible_bags()
+        keep = np.setdiff1d(np.arange(self.n_bags), bad)
+        if keep.size == 0:
+            raise ValueError("every bag breaks the union assumption; nothing would be left")
+        return self.subset(keep), bad
+
+    def check_fittable(self) -> None:
+        """Raise a ValueError listing every bag ``validate`` reports."""
+        problems = self.validate()
+        if problems:
+            shown = "; ".join(p.message for p in problems[:20])
+            more = f"; and {len(problems) - 20} more" if len(problems) > 20 else ""
+            raise ValueError(
+                f"{len(self.impossible_bags())} bag(s) break the union assumption (indices "
+                f"{self.impossible_bags()}): {shown}{more}. Inspect them with validate(), or remove "
+                "them with `data, dropped = data.drop_impossible()`"
+            )
+
+    # -- splits and scaling ----------------------------------------------------
+
+    def train_test_split(self, test_size: float = 0.25, seed: int = 0) -> tuple[MIMLData, MIMLData]:
+        """Seeded random split of the bags (never of a bag's instances)."""
+        n_test = int(round(test_size * self.n_bags)) if 0 < test_size < 1 else int(test_size)
+        if not 1 <= n_test < self.n_bags:
+            raise ValueError(f"test_size={test_size} leaves no training or no test bags of {self.n_bags}")
+        perm = np.random.default_rng(seed).permutation(self.n_bags)
+        return self.subset(np.sort(perm[n_test:])), self.subset(np.sort(perm[:n_test]))
+
+    def kfold(self, n_splits: int = 10, seed: int = 0) -> Iterator[tuple[MIMLData, MIMLData]]:
+        """Seeded K-fold over bags: yields ``(train, test)``; each bag is tested once."""
+        for train, test in self.kfold_indices(n_splits, seed):
+            yield self.subset(train), self.subset(test)
+
+    def kfold_indices(self, n_splits: int = 10, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The ``(train, test)`` bag indices of ``kfold``."""
+        if not 2 <= n_splits <= self.n_bags:
+            raise ValueError(f"n_splits={n_splits}: need 2 <= n_splits <= {self.n_bags} bags")
+        folds = np.array_split(np.random.default_rng(seed).permutation(self.n_bags), n_splits)
+        return [
+            (np.sort(np.concatenate(folds[:k] + folds[k + 1 :])), np.sort(folds[k])) for k in range(n_splits)
+        ]
+
+    def fit_standardizer(self) -> Standardizer:
+        """A ``Standardizer`` fitted on these bags (call it on the training split)."""
+        return Standardizer.fit(self)
+
+
+def _name(b: int, ids: Sequence[Hashable]) -> str:
+    return f"{b}" if ids[b] == b else f"{b} (id {ids[b]!r})"
+
+
+def _label_list(raw: Any, b: int, ids: Sequence[Hashable]) -> list[int]:
+    if isinstance(raw, (str, bytes)) or np.ndim(raw) > 1:
+        raise ValueError(f"label set of bag {_name(b, ids)} must be a flat iterable of class indices")
+    arr = np.asarray(list(raw))
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr))):
+            raise ValueError(f"bag {_name(b, ids)} has non-integer labels {arr.tolist()}: use class indices")
+    arr = np.unique(arr.astype(np.int64))
+    if arr.size and arr[0] < 0:
+        raise ValueError(f"bag {_name(b, ids)} has a negative label {int(arr[0])}")
+    return arr.tolist()
+
+
+def _group(ids: np.ndarray) -> tuple[list[Hashable], list[np.ndarray]]:
+    """Bag ids in order of first appearance, and each bag's instance rows."""
+    uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rows = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1]
+    members = np.split(rows, bounds)
+    return [_plain(uniq[k]) for k in order], [members[k] for k in order]
+
+
+def _plain(v: Any) -> Hashable:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _encode(labels: Iterable[Any], class_names: Sequence[str] | None, what: str) -> np.ndarray:
+    """Class indices from indices or, given ``class_names``, from names."""
+    arr = np.asarray(list(labels) if not isinstance(labels, np.ndarray) else labels)
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if np.issubdtype(arr.dtype, np.integer):
+        return arr.astype(np.int64)
+    if class_names is not None:
+        index = {str(c): k for k, c in enumerate(class_names)}
+        unknown = sorted({str(v) for v in arr.tolist()} - index.keys())
+        if unknown:
+            raise ValueError(f"{what} {unknown} are not among class_names")
+        return np.array([index[str(v)] for v in arr.tolist()], dtype=np.int64)
+    if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+        return arr.astype(np.int64)
+    raise ValueError(f"{what} {arr.tolist()[:5]} are not class indices: pass class_names to map names")
+
+
+def _labels_in_order(
+    bag_labels: Mapping[Hashable, Iterable[Any]] | Sequence[Iterable[Any]] | np.ndarray,
+    order: list[Hashable],
+    class_names: Sequence[str] | None,
+) -> list[list[int]]:
+    if isinstance(bag_labels, Mapping):
+        missing = [b for b in order if b not in bag_labels]
+        if missing:
+            raise ValueError(f"bag(s) {missing[:10]} have instances but no entry in bag_labels")
+        unused = [b for b in bag_labels if b not in set(order)]
+        if unused:
+            raise ValueError(f"bag_labels names bag(s) {unused[:10]} that have no instances")
+        rows = [bag_labels[b] for b in order]
+    else:
+        if len(bag_labels) != len(order):
+            raise ValueError(f"got {len(order)} bags but {len(bag_labels)} rows of bag_labels")
+        arr = np.asarray(bag_labels) if isinstance(bag_labels, np.ndarray) else None
+        if arr is not None and arr.ndim == 2:
+            if not np.isin(arr, (0, 1)).all():
+                raise ValueError("a 2-D bag_labels must be a (B, C) 0/1 matrix")
+            return [np.flatnonzero(r).tolist() for r in arr]
+        rows = list(bag_labels)
+    return [
+        sorted(set(_encode(r if not isinstance(r, str) else [r], class_names, f"labels of bag {b!r}").tolist()))
+        for b, r in zip(order, rows)
+    ]
