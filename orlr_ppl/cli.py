@@ -222,6 +222,8 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    if args.model is None:
+        return _compare(args)
     from .estimator import ORLR
 
     model = ORLR.load(args.model)
@@ -234,9 +236,100 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_data_args(p: argparse.ArgumentParser, n_bags: int = 300) -> None:
+COMPARED = ("orlr-em", "orlr-nuts", "softmax", "majority", "sim")
+
+
+def _comparison_data(args: argparse.Namespace):
+    from .data import MIMLData
+
+    if args.dataset == "letter-frost":
+        from .datasets import load_letter_frost
+
+        return load_letter_frost(args.uci_path, seed=args.seed)
+    data = _load_data(args)
+    if data.label_sets is None or data.instance_labels is None:
+        raise ValueError("a comparison needs bag labels and instance labels in the data")
+    return MIMLData(data.bags, data.label_sets, data.instance_labels, n_classes=data.n_classes)
+
+
+def _compared_models(args: argparse.Namespace) -> dict:
+    from .estimator import ORLR, MajorityClass, SoftmaxRegression
+    from .sim import SIM
+
+    chosen = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(chosen) - set(COMPARED))
+    if unknown:
+        raise ValueError(f"--methods: unknown {unknown}; choose from {','.join(COMPARED)}")
+    factories = {
+        # As published: 50 EM iterations, plain maximum likelihood.
+        "orlr-em": (
+            "ORLR-EM",
+            lambda: ORLR(method="em", prior_scale=None, intercept_scale=None, max_iter=50),
+        ),
+        "orlr-nuts": (
+            "ORLR-NUTS",
+            lambda: ORLR(
+                method="nuts",
+                prior_scale=args.prior_scale,
+                num_warmup=args.num_warmup,
+                num_samples=args.num_samples,
+                num_chains=args.num_chains,
+                random_state=args.seed,
+            ),
+        ),
+        "softmax": ("SoftmaxRegression", lambda: SoftmaxRegression()),
+        "majority": ("MajorityClass", lambda: MajorityClass()),
+        "sim": ("SIM", lambda: SIM(random_state=args.seed)),
+    }
+    return dict(factories[m] for m in COMPARED if m in chosen)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Cross-validated comparison (``evaluate`` without ``--model``)."""
+    from tqdm import tqdm
+
+    from .datasets import published_figures
+    from .experiment import cross_validate
+
+    if args.dataset is None and not args.data:
+        raise ValueError("give --model to evaluate a saved model, or --dataset/--data for a comparison")
+    data = _comparison_data(args)
+    models = _compared_models(args)
+    bar = tqdm(
+        total=args.folds * len(models), desc=f"{args.protocol} CV", disable=args.quiet, file=sys.stderr
+    )
+
+    def step(name: str, fold: int) -> None:
+        bar.set_postfix_str(f"fold {fold + 1}: {name}")
+        bar.update()
+
+    result = cross_validate(data, models, args.protocol, args.folds, args.seed, on_fold=step)
+    bar.close()
+    wanted = ("inductive", "transductive") if args.protocol == "both" else (args.protocol,)
+    published = {p: published_figures(args.dataset, p) for p in wanted}
+    if args.json:
+        print(
+            json.dumps(
+                {"dataset": args.dataset or args.data, **result.to_json(), "published": published}, indent=2
+            )
+        )
+        return 0
+    print(f"{args.dataset or args.data}: {data!r}")
+    print(
+        f"{args.folds}-fold {args.protocol} (seed {args.seed}); instance accuracy in %, mean ± sd over folds"
+    )
+    print(result.table())
+    for protocol, figures in published.items():
+        if figures:
+            print(f"published {protocol} accuracy (%): " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    return 0
+
+
+def _add_data_args(
+    p: argparse.ArgumentParser, n_bags: int = 300, datasets: tuple[str, ...] = ("digits",)
+) -> None:
     p.add_argument("--data", help="bag archive (.npz; see `orlr-ppl --help`)")
-    p.add_argument("--dataset", choices=["digits"], help="embedded dataset instead of --data")
+    p.add_argument("--dataset", choices=list(datasets), help="named dataset instead of --data")
     p.add_argument("--n-bags", type=int, default=n_bags, help="bags of the embedded dataset")
     p.add_argument("--seed", type=int, default=0)
 
@@ -280,9 +373,34 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--out", help="CSV file (default: stdout)")
     pred.set_defaults(func=_predict)
 
-    ev = sub.add_parser("evaluate", help="instance and bag metrics of a saved model")
-    ev.add_argument("--model", required=True, help="saved model folder")
-    _add_data_args(ev)
+    ev = sub.add_parser(
+        "evaluate",
+        help="metrics of a saved model (--model), or a cross-validated comparison of all methods",
+        description="With --model: instance and bag metrics of a saved model on --data/--dataset. "
+        "Without: K-fold comparison of ORLR-EM, ORLR-NUTS, SoftmaxRegression, MajorityClass and SIM "
+        "(e.g. --dataset letter-frost --protocol inductive --folds 10).",
+    )
+    ev.add_argument("--model", help="saved model folder (omit for a cross-validated comparison)")
+    _add_data_args(ev, datasets=("digits", "letter-frost"))
+    ev.add_argument(
+        "--uci-path",
+        default=str(Path("..") / "shared" / "data" / "letter-recognition.data"),
+        help="UCI letter-recognition.data for --dataset letter-frost (default ../shared/data/...)",
+    )
+    ev.add_argument(
+        "--protocol",
+        choices=["inductive", "transductive", "both"],
+        default="inductive",
+        help="instance accuracy on the held-out bags (inductive), or on the training bags given their "
+        "label sets (transductive); both come from the same fits",
+    )
+    ev.add_argument("--folds", type=int, default=10, help="bag-level folds (default 10)")
+    ev.add_argument("--methods", default=",".join(COMPARED), help=f"comma list from {','.join(COMPARED)}")
+    ev.add_argument("--prior-scale", type=float, default=1.0, help="ORLR-NUTS weight prior sd")
+    ev.add_argument("--num-warmup", type=int, default=200, help="ORLR-NUTS warmup per chain")
+    ev.add_argument("--num-samples", type=int, default=200, help="ORLR-NUTS draws per chain")
+    ev.add_argument("--num-chains", type=int, default=2, help="ORLR-NUTS chains")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.add_argument("--json", action="store_true", help="print JSON")
     ev.set_defaults(func=_evaluate)
     return parser

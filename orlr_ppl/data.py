@@ -64,7 +64,9 @@ class Standardizer(NamedTuple):
     def transform(self, data: MIMLData) -> MIMLData:
         """``data`` with features ``(x - mean) / scale``."""
         if data.n_features != len(self.mean):
-            raise ValueError(f"the standardiser was fitted on {len(self.mean)} features, data has {data.n_features}")
+            raise ValueError(
+                f"the standardiser was fitted on {len(self.mean)} features, data has {data.n_features}"
+            )
         return replace(data, bags=[(x - self.mean) / self.scale for x in data.bags])
 
 
@@ -128,7 +130,9 @@ class MIMLData:
         inst = None
         if self.instance_labels is not None:
             if len(self.instance_labels) != len(bags):
-                raise ValueError(f"got {len(bags)} bags but {len(self.instance_labels)} instance-label arrays")
+                raise ValueError(
+                    f"got {len(bags)} bags but {len(self.instance_labels)} instance-label arrays"
+                )
             inst = []
             for b, (x, y) in enumerate(zip(bags, self.instance_labels)):
                 y = np.asarray(y)
@@ -196,11 +200,15 @@ class MIMLData:
             ids = x[:, bag_id_column]
             x = np.delete(x, bag_id_column, axis=1)
             if feature_names is not None and len(feature_names) == x.shape[1] + 1:
-                feature_names = [f for j, f in enumerate(feature_names) if j != bag_id_column % (x.shape[1] + 1)]
+                feature_names = [
+                    f for j, f in enumerate(feature_names) if j != bag_id_column % (x.shape[1] + 1)
+                ]
         else:
             ids = np.asarray(bag_ids)
         if ids.shape != (len(x),):
-            raise ValueError(f"need one bag id per instance: {len(x)} instances, bag ids of shape {ids.shape}")
+            raise ValueError(
+                f"need one bag id per instance: {len(x)} instances, bag ids of shape {ids.shape}"
+            )
         order, members = _group(ids)
         labels = _labels_in_order(bag_labels, order, class_names)
         inst = None
@@ -263,7 +271,7 @@ class MIMLData:
             per_row = df[bag_labels].tolist()
             mapping: dict[Hashable, list[Any]] = {}
             for row, (bag, labs) in enumerate(zip(ids, per_row)):
-                labs = sorted(labs) if not isinstance(labs, str) else [labs]
+                bag, labs = _plain(bag), sorted(labs) if not isinstance(labs, str) else [labs]
                 if mapping.setdefault(bag, labs) != labs:
                     raise ValueError(
                         f"row {row}: bag {bag!r} has labels {labs} here but {mapping[bag]} on an earlier "
@@ -493,6 +501,8 @@ def _labels_in_order(
             return [np.flatnonzero(r).tolist() for r in arr]
         rows = list(bag_labels)
     return [
-        sorted(set(_encode(r if not isinstance(r, str) else [r], class_names, f"labels of bag {b!r}").tolist()))
+        sorted(
+            set(_encode(r if not isinstance(r, str) else [r], class_names, f"labels of bag {b!r}").tolist())
+        )
         for b, r in zip(order, rows)
     ]

@@ -1,11 +1,14 @@
-"""Datasets that need no download."""
+"""Datasets: MIML digits (embedded) and Letter Frost (from the UCI file, given its path)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from sklearn.datasets import load_digits
+
+from .data import MIMLData
 
 
 class MIMLDataset(NamedTuple):
@@ -44,3 +47,121 @@ def make_miml_digits(n_bags: int = 300, min_size: int = 2, max_size: int = 8, se
         inst.append(digits.target[idx].astype(np.int64))
         sets.append(np.unique(inst[-1]))
     return MIMLDataset(bags, sets, inst, 10)
+
+
+UCI_LETTER_ROWS = 20_000
+UCI_LETTER_HEADER = "Letter," + ",".join(str(j) for j in range(1, 17))
+
+
+def read_uci_letters(uci_path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """The UCI Letter Recognition file: (20000,) capital letters and (20000, 16) int features.
+
+    Accepts the UCI file as distributed (no header) or with the header line
+    ``Letter,1,...,16``. Raises a ValueError naming the file (and line) when
+    it is missing, has another header, or is not 20,000 rows of a capital
+    letter and 16 integers.
+    """
+    path = Path(uci_path)
+    if not path.is_file():
+        raise ValueError(
+            f"{path}: no such file. Letter Frost needs the UCI Letter Recognition data "
+            "(letter-recognition.data, https://archive.ics.uci.edu/dataset/59); pass its path"
+        )
+    lines = path.read_text().splitlines()
+    if lines and lines[0].replace(" ", "").lower().startswith("letter"):
+        if lines[0].replace(" ", "") != UCI_LETTER_HEADER:
+            raise ValueError(f"{path}, line 1: header {lines[0]!r}, expected {UCI_LETTER_HEADER!r}")
+        start = 1
+    else:
+        start = 0
+    rows = [(n, line) for n, line in enumerate(lines[start:], start + 1) if line.strip()]
+    if len(rows) != UCI_LETTER_ROWS:
+        raise ValueError(
+            f"{path}: {len(rows)} data rows, expected the UCI file's {UCI_LETTER_ROWS}: is it "
+            "letter-recognition.data, complete?"
+        )
+    letters = np.empty(len(rows), dtype="<U1")
+    feats = np.empty((len(rows), 16), dtype=np.int64)
+    for r, (n, line) in enumerate(rows):
+        fields = line.split(",")
+        if len(fields) != 17 or len(fields[0]) != 1 or not ("A" <= fields[0] <= "Z"):
+            raise ValueError(f"{path}, line {n}: expected a capital letter and 16 integers, got {line!r}")
+        try:
+            feats[r] = [int(v) for v in fields[1:]]
+        except ValueError as err:
+            raise ValueError(f"{path}, line {n}: non-integer feature in {line!r}") from err
+        letters[r] = fields[0]
+    return letters, feats
+
+
+def load_letter_frost(uci_path: str | Path, seed: int = 0) -> MIMLData:
+    """Letter Frost (Briggs, Fern, Raich & Lou, 2013): one bag per word of "The Road Not Taken".
+
+    Each of the poem's 144 words (shipped with the package) is a bag; each of
+    its letters an instance whose 16 features are a UCI Letter Recognition
+    example of that letter, drawn without replacement (seeded), so no UCI
+    row appears twice. The bag's label set is its distinct letters; the
+    instance labels are the letters. 565 instances, 24 classes (the letters
+    the poem uses: no x, no z), class names "a".."y".
+
+    Args:
+        uci_path: path of ``letter-recognition.data`` (not shipped; UCI, CC BY 4.0).
+        seed: which UCI examples are drawn.
+    Returns:
+        ``MIMLData`` with ``bag_ids`` "<word index>:<word>".
+    """
+    from ._frost_words import ROAD_NOT_TAKEN
+
+    letters, feats = read_uci_letters(uci_path)
+    alphabet = sorted(set("".join(ROAD_NOT_TAKEN)))
+    rng = np.random.default_rng(seed)
+    # One shuffled queue of UCI rows per letter; popping from it draws without replacement.
+    queues = {a: list(rng.permutation(np.flatnonzero(letters == a.upper()))) for a in alphabet}
+    bags, inst = [], []
+    for word in ROAD_NOT_TAKEN:
+        rows = [queues[a].pop() for a in word]
+        bags.append(feats[rows].astype(np.float64))
+        inst.append(np.array([alphabet.index(a) for a in word], dtype=np.int64))
+    return MIMLData(
+        bags=bags,
+        label_sets=[sorted(set(y.tolist())) for y in inst],
+        instance_labels=inst,
+        class_names=alphabet,
+        feature_names=[
+            "x-box",
+            "y-box",
+            "width",
+            "high",
+            "onpix",
+            "x-bar",
+            "y-bar",
+            "x2bar",
+            "y2bar",
+            "xybar",
+            "x2ybr",
+            "xy2br",
+            "x-ege",
+            "xegvy",
+            "y-ege",
+            "yegvx",
+        ],  # fmt: skip
+        n_classes=len(alphabet),
+        bag_ids=[f"{i}:{w}" for i, w in enumerate(ROAD_NOT_TAKEN)],
+    )
+
+
+PUBLISHED_LETTER_FROST = {
+    "inductive": {
+        "ORLR-EM": "71.3 ± 7.6",
+        "SIM": "58.1 ± 5.7",
+        "SoftmaxRegression": "72.7 ± 4.0",
+        "MajorityClass": "9.3 ± 2.4",
+    },
+    "transductive": {"ORLR-EM": "91.5"},
+}
+"""Instance accuracy (%) on Letter Frost, 10-fold (Pham, Raich & Fern; Briggs et al. 2013)."""
+
+
+def published_figures(dataset: str | None, protocol: str) -> dict[str, str]:
+    """Published instance accuracies for a named dataset and protocol ({} if none)."""
+    return dict(PUBLISHED_LETTER_FROST[protocol]) if dataset == "letter-frost" else {}

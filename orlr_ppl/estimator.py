@@ -1,7 +1,7 @@
 """scikit-learn-style estimators: ORLR and the reference baselines.
 
 All share one prediction interface over ragged bags (a list of (n_b, d)
-arrays): ``predict_proba``/``predict`` per instance (inductive, or
+arrays, or a ``MIMLData``, whose bags are used): ``predict_proba``/``predict`` per instance (inductive, or
 transductive given the bags' label sets), ``predict_bags`` (the union of
 predicted instance labels), ``bag_scores`` (max over instances of
 ``p(y = c | x)``, for ranking metrics) and ``score`` (instance accuracy).
@@ -23,10 +23,41 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import __version__
 from .bags import DEFAULT_MAX_LABELS, check_label_sets, instance_posteriors, pack_bags, packed_posteriors
+from .data import MIMLData
 from .metrics import instance_accuracy
 from .model import check_features
 
 METHODS = ("em", "map", "nuts", "svi")
+
+Bags = Sequence[np.ndarray] | MIMLData
+"""A list of (n_b, d) instance arrays, or a ``MIMLData`` (its bags)."""
+
+
+def _bags_of(bags: Bags) -> Sequence[np.ndarray]:
+    return bags.bags if isinstance(bags, MIMLData) else bags
+
+
+def _fit_inputs(
+    estimator: _BagClassifier, data: Bags, targets: Sequence[Any] | None, what: str
+) -> tuple[Sequence[np.ndarray], Sequence[Any], int | None]:
+    """``(bags, targets, n_classes)`` from ``fit(bags, targets)`` or ``fit(MIMLData)``.
+
+    ``what`` is "label_sets" or "instance_labels". A ``MIMLData`` is first
+    checked for bags that break the union assumption (all listed in one error).
+    """
+    if not isinstance(data, MIMLData):
+        if targets is None:
+            raise ValueError(f"fit needs (bags, {what}) or a MIMLData")
+        return data, targets, estimator.n_classes
+    if targets is not None:
+        raise ValueError(f"give either a MIMLData or (bags, {what}), not both")
+    if what == "label_sets":
+        data.check_fittable()
+    elif data.instance_labels is None:
+        raise ValueError(f"{type(estimator).__name__} trains on instance labels; this MIMLData has none")
+    estimator.class_names_ = list(data.class_names)
+    n_classes = data.n_classes if estimator.n_classes is None else estimator.n_classes
+    return data.bags, getattr(data, what), n_classes
 
 
 def _infer_n_classes(label_sets: Sequence[Iterable[int]], n_classes: int | None) -> int:
@@ -51,22 +82,23 @@ class _BagClassifier(BaseEstimator):
         return [np.log(np.clip(p, 1e-300, None)) for p in self._inductive_proba(feats)]
 
     def _instance_training_data(
-        self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]
+        self, bags: Bags, instance_labels: Sequence[np.ndarray] | None
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Validated flat (n, d) features, (n,) labels and the class count (reference models)."""
+        bags, instance_labels, n_classes = _fit_inputs(self, bags, instance_labels, "instance_labels")
         feats = check_features(bags)
         x, y = _flat_instances(feats, instance_labels)
-        n_classes = _infer_n_classes([y], self.n_classes)
+        n_classes = _infer_n_classes([y], n_classes)
         _check_instance_labels(y, n_classes)
         self.training_shape_ = _shape_of(feats)
         return x, y, n_classes
 
-    def _check_bags(self, bags: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def _check_bags(self, bags: Bags) -> list[np.ndarray]:
         check_is_fitted(self, "n_classes_")
-        return check_features(bags, self.n_features_in_)
+        return check_features(_bags_of(bags), self.n_features_in_)
 
     def predict_proba(
-        self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]] | None = None
+        self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None
     ) -> list[np.ndarray]:
         """B arrays (n_b, C) of ``p(y = c | x)``, or of ``p(y = c | Y_b, X_b)`` given label sets.
 
@@ -79,25 +111,30 @@ class _BagClassifier(BaseEstimator):
         check_label_sets(label_sets, [len(x) for x in feats], self.n_classes_, self.max_labels)
         return instance_posteriors(self._logits(feats), label_sets, self.max_labels)
 
-    def predict(
-        self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]] | None = None
-    ) -> list[np.ndarray]:
-        """B int arrays (n_b,) of instance labels (transductive given ``label_sets``)."""
+    def predict(self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None) -> list[np.ndarray]:
+        """B int arrays (n_b,) of instance labels (transductive given ``label_sets``).
+
+        With a ``MIMLData``, pass ``data.label_sets`` for transductive prediction.
+        """
         return [p.argmax(axis=1) for p in self.predict_proba(bags, label_sets)]
 
-    def predict_bags(self, bags: Sequence[np.ndarray]) -> np.ndarray:
+    def predict_bags(self, bags: Bags) -> np.ndarray:
         """(B, C) 0/1 predicted label sets: the union of predicted instance labels."""
-        out = np.zeros((len(bags), self.n_classes_), np.int64)
+        out = np.zeros((len(_bags_of(bags)), self.n_classes_), np.int64)
         for b, y in enumerate(self.predict(bags)):
             out[b, y] = 1
         return out
 
-    def bag_scores(self, bags: Sequence[np.ndarray]) -> np.ndarray:
+    def bag_scores(self, bags: Bags) -> np.ndarray:
         """(B, C) per-class bag scores: max over instances of ``p(y = c | x)``."""
         return np.stack([p.max(axis=0) for p in self.predict_proba(bags)])
 
-    def score(self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]) -> float:
-        """Inductive instance accuracy."""
+    def score(self, bags: Bags, instance_labels: Sequence[np.ndarray] | None = None) -> float:
+        """Inductive instance accuracy (a ``MIMLData`` brings its instance labels)."""
+        if instance_labels is None:
+            if not isinstance(bags, MIMLData) or bags.instance_labels is None:
+                raise ValueError("score needs instance labels: pass them, or a MIMLData that has them")
+            instance_labels = bags.instance_labels
         return instance_accuracy(instance_labels, self.predict(bags))
 
     # -- persistence ---------------------------------------------------------
@@ -122,6 +159,7 @@ class _BagClassifier(BaseEstimator):
             "n_classes": int(self.n_classes_),
             "n_features": int(self.n_features_in_),
             "training_data": getattr(self, "training_shape_", None),
+            "class_names": getattr(self, "class_names_", None),
             "fitted": self._fitted_metadata(),
         }
         (folder / "metadata.json").write_text(json.dumps(meta, indent=2, default=_json_default))
@@ -143,7 +181,9 @@ class _BagClassifier(BaseEstimator):
             meta = json.loads(meta_file.read_text())
         except json.JSONDecodeError as err:
             raise ValueError(f"{meta_file} is not valid JSON (truncated?): {err}") from err
-        classes = {c.__name__: c for c in (ORLR, SoftmaxRegression, MajorityClass)}
+        from .sim import SIM  # sim.py builds on this module
+
+        classes = {c.__name__: c for c in (ORLR, SoftmaxRegression, MajorityClass, SIM)}
         name = meta.get("estimator")
         if meta.get("package") != "orlr-ppl" or name not in classes:
             raise ValueError(f"{meta_file} does not describe an orlr-ppl estimator")
@@ -164,6 +204,8 @@ class _BagClassifier(BaseEstimator):
             setattr(model, k, v)
         if meta.get("training_data"):
             model.training_shape_ = meta["training_data"]
+        if meta.get("class_names"):
+            model.class_names_ = list(meta["class_names"])
         return model
 
     def _check_loaded(self, param_file: Path) -> None:
@@ -249,17 +291,22 @@ class ORLR(_BagClassifier):
         self.progress_bar = progress_bar
         self.random_state = random_state
 
-    def fit(self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]]) -> ORLR:
-        """Fit from bags (list of (n_b, d) arrays) and their label sets."""
+    def fit(self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None) -> ORLR:
+        """Fit from bags (list of (n_b, d) arrays) and their label sets, or from a ``MIMLData``.
+
+        Bags the union model cannot explain (fewer instances than labels, an
+        empty label set) raise one ValueError listing all of them.
+        """
         from .infer_em import fit_em
         from .infer_map import fit_map
         from .objective import make_flat_data
 
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
+        bags, label_sets, n_classes = _fit_inputs(self, bags, label_sets, "label_sets")
         if len(bags) != len(label_sets):
             raise ValueError(f"got {len(bags)} bags but {len(label_sets)} label sets")
-        n_classes = _infer_n_classes(label_sets, self.n_classes)
+        n_classes = _infer_n_classes(label_sets, n_classes)
         self.training_shape_ = _shape_of(bags)
         if self.method in ("nuts", "svi"):
             return self._fit_posterior(bags, label_sets, n_classes)
@@ -341,7 +388,7 @@ class ORLR(_BagClassifier):
         return [p.mean(axis=0) for p in self._draw_proba(feats)]
 
     def predict_proba(
-        self, bags: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]] | None = None
+        self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None
     ) -> list[np.ndarray]:
         """Instance class probabilities; for NUTS/SVI averaged over posterior draws.
 
@@ -362,7 +409,7 @@ class ORLR(_BagClassifier):
         )
         return np.split(total / len(self.coef_draws_), np.cumsum(n_inst)[:-1])
 
-    def predict_uncertainty(self, bags: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def predict_uncertainty(self, bags: Bags) -> list[np.ndarray]:
         """B arrays (n_b, 2): predictive entropy and mutual information (nats).
 
         Entropy ``H[E_theta p(y | x, theta)]`` is the total uncertainty; the
@@ -440,7 +487,8 @@ class SoftmaxRegression(_BagClassifier):
         self.max_labels = max_labels
         self.max_iter = max_iter
 
-    def fit(self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]) -> SoftmaxRegression:
+    def fit(self, bags: Bags, instance_labels: Sequence[np.ndarray] | None = None) -> SoftmaxRegression:
+        """Fit on instance labels (one int array per bag), or a ``MIMLData`` that has them."""
         x, y, n_classes = self._instance_training_data(bags, instance_labels)
         clf = LogisticRegression(
             C=self.prior_scale**2, fit_intercept=self.fit_intercept, max_iter=self.max_iter
@@ -474,7 +522,8 @@ class MajorityClass(_BagClassifier):
         self.n_classes = n_classes
         self.max_labels = max_labels
 
-    def fit(self, bags: Sequence[np.ndarray], instance_labels: Sequence[np.ndarray]) -> MajorityClass:
+    def fit(self, bags: Bags, instance_labels: Sequence[np.ndarray] | None = None) -> MajorityClass:
+        """Fit on instance labels (one int array per bag), or a ``MIMLData`` that has them."""
         x, y, n_classes = self._instance_training_data(bags, instance_labels)
         counts = np.bincount(y, minlength=n_classes).astype(float)
         # A tiny floor keeps transductive posteriors defined for unseen classes.

@@ -1,0 +1,163 @@
+"""MIMLData: constructors, splits, standardiser, union violations; ORLR accepts it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from orlr_ppl import ORLR, MajorityClass, SoftmaxRegression
+from orlr_ppl.data import MIMLData
+from orlr_ppl.datasets import make_miml_digits
+
+X = np.arange(20.0).reshape(10, 2)
+IDS = np.array([3, 3, 1, 1, 1, 3, 7, 7, 7, 7])
+INST = np.array([0, 0, 1, 0, 1, 0, 2, 2, 2, 2])
+
+
+def small() -> MIMLData:
+    return MIMLData.from_arrays(
+        X, {3: ["a"], 1: ["b", "a"], 7: ["c"]}, IDS, class_names=["a", "b", "c"], instance_labels=INST
+    )
+
+
+def test_from_arrays_groups_non_contiguous_bags_in_order_of_appearance():
+    d = small()
+    assert d.bag_ids == [3, 1, 7]
+    np.testing.assert_array_equal(d.bags[0], X[[0, 1, 5]])
+    np.testing.assert_array_equal(d.bags[1], X[[2, 3, 4]])
+    np.testing.assert_array_equal(d.bags[2], X[6:])
+    assert d.label_sets == [[0], [0, 1], [2]]
+    assert [y.tolist() for y in d.instance_labels] == [[0, 0, 0], [1, 0, 1], [2, 2, 2, 2]]
+    assert (d.n_bags, d.n_instances, d.n_features, d.n_classes) == (3, 10, 2, 3)
+    assert d.feature_names == ["x0", "x1"]
+    np.testing.assert_array_equal(d.label_matrix(), [[1, 0, 0], [1, 1, 0], [0, 0, 1]])
+
+
+def test_bag_id_column_and_multi_hot_labels():
+    flat = np.column_stack([X[:, :1], IDS, X[:, 1:]])
+    d = MIMLData.from_arrays(
+        flat, np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1]]), bag_id_column=1, feature_names=["f", "id", "g"]
+    )
+    assert d.bag_ids == [3, 1, 7] and d.feature_names == ["f", "g"]
+    np.testing.assert_array_equal(d.bags[1], X[[2, 3, 4]])
+    assert d.label_sets == [[0], [0, 1], [2]]
+
+
+def test_from_dataframe_mapping_and_label_column_agree():
+    df = pd.DataFrame({"rec": IDS, "f1": X[:, 0], "f2": X[:, 1], "y": INST})
+    a = MIMLData.from_dataframe(df, "rec", {3: [0], 1: [1, 0], 7: [2]}, instance_label_column="y")
+    df["labels"] = [[0] if b == 3 else [0, 1] if b == 1 else [2] for b in IDS]
+    b = MIMLData.from_dataframe(df, "rec", "labels", instance_label_column="y")
+    for d in (a, b):
+        assert d.feature_names == ["f1", "f2"] and d.bag_ids == [3, 1, 7]
+        assert d.label_sets == [[0], [0, 1], [2]]
+        np.testing.assert_array_equal(d.bags[0], X[[0, 1, 5]])
+    df.loc[5, "labels"] = [2]
+    with pytest.raises(ValueError, match=r"row 5: bag 3 has labels \[2\].*same on every row"):
+        MIMLData.from_dataframe(df, "rec", "labels")
+    with pytest.raises(ValueError, match="no column 'bag'"):
+        MIMLData.from_dataframe(df, "bag", "labels")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"bag_labels": {3: [0], 1: [1]}}, r"bag\(s\) \[7\] have instances but no entry"),
+        ({"bag_labels": {3: [0], 1: [1], 7: [2], 9: [0]}}, r"names bag\(s\) \[9\] that have no instances"),
+        ({"bag_labels": {3: ["a"], 1: ["zz"], 7: ["c"]}, "class_names": ["a", "b", "c"]}, "not among"),
+        ({"bag_labels": [[0], [1]]}, "3 bags but 2 rows"),
+    ],
+)
+def test_from_arrays_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MIMLData.from_arrays(X, bag_ids=IDS, **kwargs)
+
+
+def test_constructor_errors_name_the_bag():
+    bad = [np.ones((2, 2)), np.array([[1.0, np.nan]])]
+    with pytest.raises(
+        ValueError, match=r"bag 1 \(id 'w'\) has NaN or infinite features in instance\(s\) \[0\]"
+    ):
+        MIMLData(bad, [[0], [1]], bag_ids=["v", "w"])
+    with pytest.raises(ValueError, match=r"bag 1 has label 5 outside \[0, 3\)"):
+        MIMLData([np.ones((2, 2))] * 2, [[0], [5]], n_classes=3)
+    with pytest.raises(ValueError, match=r"bag 0 has 2 instances but instance labels"):
+        MIMLData([np.ones((2, 2))], [[0]], instance_labels=[np.array([0])])
+
+
+def test_validate_reports_every_union_violation_and_drop_is_explicit():
+    bags = [np.ones((1, 2)), np.ones((3, 2)), np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))]
+    sets = [[0, 1], [0, 1], [], [1], [0]]
+    inst = [np.array([0]), np.array([0, 0, 0]), np.array([1, 1]), np.array([1, 1]), np.array([0, 2])]
+    d = MIMLData(bags, sets, inst, n_classes=3)
+    kinds = [(p.index, p.kind) for p in d.validate()]
+    assert kinds == [
+        (0, "zero_likelihood"),
+        (0, "label_without_instance"),
+        (1, "label_without_instance"),
+        (2, "zero_likelihood"),
+        (2, "instance_label_outside"),
+        (4, "instance_label_outside"),
+    ]
+    clean, dropped = d.drop_impossible()
+    assert dropped == [0, 1, 2, 4]
+    assert clean.n_bags == 1 and clean.bag_ids == [3] and clean.validate() == []
+    assert d.n_bags == 5  # the original is untouched
+    with pytest.raises(ValueError, match=r"4 bag\(s\) break the union assumption \(indices \[0, 1, 2, 4\]\)"):
+        ORLR().fit(d)
+    # Without instance labels only the zero-likelihood bags are visible; the error lists both.
+    blind = MIMLData(bags, sets, n_classes=3)
+    assert [p.index for p in blind.validate()] == [0, 2]
+    with pytest.raises(ValueError, match=r"indices \[0, 2\]"):
+        ORLR().fit(blind)
+    with pytest.raises(
+        ValueError, match=r"2 bags are impossible.*\[0, 2\].*bag 0 has 2 labels.*bag 2 has an empty"
+    ):
+        ORLR().fit(blind.bags, blind.label_sets)
+
+
+def test_splits_are_seeded_disjoint_and_cover_every_bag():
+    ds = make_miml_digits(40, seed=3)
+    d = MIMLData(ds.bags, ds.label_sets, ds.instance_labels, n_classes=10)
+    tr, te = d.train_test_split(0.25, seed=1)
+    tr2, te2 = d.train_test_split(0.25, seed=1)
+    assert tr.bag_ids == tr2.bag_ids and te.n_bags == 10
+    assert sorted(tr.bag_ids + te.bag_ids) == list(range(40))
+    assert d.train_test_split(0.25, seed=2)[1].bag_ids != te.bag_ids
+    seen = []
+    for train, test in d.kfold(10, seed=0):
+        assert not set(train.bag_ids) & set(test.bag_ids) and train.n_bags + test.n_bags == 40
+        seen += test.bag_ids
+    assert sorted(seen) == list(range(40))
+    np.testing.assert_array_equal(te.bags[0], d.bags[te.bag_ids[0]])
+
+
+def test_standardizer_uses_training_bags_only():
+    d = small()
+    tr, te = d.subset([0, 1]), d.subset([2])
+    sc = tr.fit_standardizer()
+    x = np.concatenate(tr.bags)
+    np.testing.assert_allclose(sc.mean, x.mean(0))
+    np.testing.assert_allclose(np.concatenate(sc.transform(tr).bags).std(0), 1.0)
+    np.testing.assert_allclose(sc.transform(te).bags[0], (te.bags[0] - x.mean(0)) / x.std(0))
+
+
+def test_estimators_accept_miml_data():
+    ds = make_miml_digits(60, seed=0)
+    d = MIMLData(ds.bags, ds.label_sets, ds.instance_labels, n_classes=10, class_names=list("0123456789"))
+    a = ORLR(max_iter=5).fit(d)
+    b = ORLR(max_iter=5).fit(ds.bags, ds.label_sets)
+    np.testing.assert_allclose(a.coef_, b.coef_)
+    assert a.class_names_ == list("0123456789")
+    for got, want in zip(a.predict_proba(d, d.label_sets), b.predict_proba(ds.bags, ds.label_sets)):
+        np.testing.assert_allclose(got, want)
+    assert a.score(d) == b.score(ds.bags, ds.instance_labels)
+    np.testing.assert_array_equal(a.predict_bags(d), b.predict_bags(ds.bags))
+    s = SoftmaxRegression().fit(d)
+    assert s.score(d) == SoftmaxRegression().fit(ds.bags, ds.instance_labels).score(d)
+    assert MajorityClass().fit(d).n_classes_ == 10
+    with pytest.raises(ValueError, match="has none"):
+        SoftmaxRegression().fit(MIMLData(ds.bags, ds.label_sets))
+    with pytest.raises(ValueError, match="not both"):
+        ORLR().fit(d, d.label_sets)
