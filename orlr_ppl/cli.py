@@ -264,7 +264,9 @@ def _compared_models(args: argparse.Namespace) -> dict:
         # As published: 50 EM iterations, plain maximum likelihood.
         "orlr-em": (
             "ORLR-EM",
-            lambda: ORLR(method="em", prior_scale=None, intercept_scale=None, max_iter=50),
+            lambda: ORLR(
+                method="em", prior_scale=None, intercept_scale=None, max_iter=50, m_steps=args.em_m_steps
+            ),
         ),
         "orlr-nuts": (
             "ORLR-NUTS",
@@ -396,9 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--folds", type=int, default=10, help="bag-level folds (default 10)")
     ev.add_argument("--methods", default=",".join(COMPARED), help=f"comma list from {','.join(COMPARED)}")
+    ev.add_argument(
+        "--em-m-steps", type=int, default=1, help="ORLR-EM gradient steps per M-step (default 1: classic GEM)"
+    )
     ev.add_argument("--prior-scale", type=float, default=1.0, help="ORLR-NUTS weight prior sd")
-    ev.add_argument("--num-warmup", type=int, default=200, help="ORLR-NUTS warmup per chain")
-    ev.add_argument("--num-samples", type=int, default=200, help="ORLR-NUTS draws per chain")
+    ev.add_argument("--num-warmup", type=int, default=100, help="ORLR-NUTS warmup per chain")
+    ev.add_argument("--num-samples", type=int, default=100, help="ORLR-NUTS draws per chain")
     ev.add_argument("--num-chains", type=int, default=2, help="ORLR-NUTS chains")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.add_argument("--json", action="store_true", help="print JSON")

@@ -233,6 +233,10 @@ class ORLR(_BagClassifier):
         n_classes: number of classes; default: largest label + 1.
         max_labels: largest label set accepted (the DP holds 2**K states).
         max_iter: EM iterations (default 50, as published) or L-BFGS iterations.
+        m_steps: EM only: gradient-ascent steps (Armijo line search) per
+            M-step. 1 is the classic generalised EM; more steps move each
+            M-step closer to its maximum, and, without a prior, the fit
+            closer to the (often infinite) maximum-likelihood weights.
         tol: relative tolerance on the log posterior.
         num_warmup, num_samples, num_chains: NUTS settings.
         guide ("normal" | "lowrank"), svi_steps, learning_rate,
@@ -260,6 +264,7 @@ class ORLR(_BagClassifier):
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
         max_iter: int = 50,
+        m_steps: int = 10,
         tol: float = 1e-6,
         num_warmup: int = 500,
         num_samples: int = 500,
@@ -279,6 +284,7 @@ class ORLR(_BagClassifier):
         self.n_classes = n_classes
         self.max_labels = max_labels
         self.max_iter = max_iter
+        self.m_steps = m_steps
         self.tol = tol
         self.num_warmup = num_warmup
         self.num_samples = num_samples
@@ -314,7 +320,12 @@ class ORLR(_BagClassifier):
         scales = {"prior_scale": self.prior_scale, "intercept_scale": self.intercept_scale}
         if self.method == "em":
             res = fit_em(
-                data, **scales, max_iter=self.max_iter, tol=self.tol, fit_intercept=self.fit_intercept
+                data,
+                **scales,
+                max_iter=self.max_iter,
+                m_steps=self.m_steps,
+                tol=self.tol,
+                fit_intercept=self.fit_intercept,
             )
             self.history_ = res.history
         else:

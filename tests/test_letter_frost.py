@@ -61,7 +61,7 @@ def test_headerless_uci_file_is_accepted(tmp_path):
     [
         (lambda lines: ["Letter,a,b"] + lines[1:], r"line 1: header 'Letter,a,b'"),
         (lambda lines: lines[:5000], r"4999 data rows, expected the UCI file's 20000"),
-        (lambda lines: lines[:3] + ["T,1,2"] + lines[4:], r"line 4: expected a capital letter and 16 integers"),
+        (lambda lines: lines[:3] + ["T,1,2"] + lines[4:], r"line 4: expected a capital letter and 16"),
         (lambda lines: lines[:7] + ["T" + ",x" * 16] + lines[8:], r"line 8: non-integer feature"),
     ],
 )
