@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from . import metrics
@@ -143,5 +144,8 @@ def cross_validate(
                 rows[name].setdefault(k, []).append(float(v))
             if on_fold is not None:
                 on_fold(name, fold)
+        # Each fold compiles for new bag shapes; without this, a long run's compiled code
+        # exhausts the process's memory maps (LLVM "Cannot allocate memory", then a crash).
+        jax.clear_caches()
     scores = {name: {k: np.asarray(v) for k, v in per.items()} for name, per in rows.items()}
     return CVResult(protocol, scores, n_folds, seed)
