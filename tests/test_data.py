@@ -146,16 +146,17 @@ def test_standardizer_uses_training_bags_only():
 def test_estimators_accept_miml_data():
     ds = make_miml_digits(60, seed=0)
     d = MIMLData(ds.bags, ds.label_sets, ds.instance_labels, n_classes=10, class_names=list("0123456789"))
+    # One ORLR fit (each fit compiles); that fitting from MIMLData equals fitting from lists is
+    # checked on SoftmaxRegression below and for SIM in test_sim.
     a = ORLR(max_iter=5).fit(d)
-    b = ORLR(max_iter=5).fit(ds.bags, ds.label_sets)
-    np.testing.assert_allclose(a.coef_, b.coef_)
-    assert a.class_names_ == list("0123456789")
-    for got, want in zip(a.predict_proba(d, d.label_sets), b.predict_proba(ds.bags, ds.label_sets)):
-        np.testing.assert_allclose(got, want)
-    assert a.score(d) == b.score(ds.bags, ds.instance_labels)
-    np.testing.assert_array_equal(a.predict_bags(d), b.predict_bags(ds.bags))
+    assert a.class_names_ == list("0123456789") and a.training_shape_["n_bags"] == 60
+    for got, want in zip(a.predict_proba(d, d.label_sets), a.predict_proba(ds.bags, ds.label_sets)):
+        np.testing.assert_array_equal(got, want)
+    assert a.score(d) == a.score(ds.bags, ds.instance_labels) > 0.3
+    np.testing.assert_array_equal(a.predict_bags(d), a.predict_bags(ds.bags))
+    np.testing.assert_array_equal(a.bag_scores(d), a.bag_scores(ds.bags))
     s = SoftmaxRegression().fit(d)
-    assert s.score(d) == SoftmaxRegression().fit(ds.bags, ds.instance_labels).score(d)
+    np.testing.assert_array_equal(s.coef_, SoftmaxRegression().fit(ds.bags, ds.instance_labels).coef_)
     assert MajorityClass().fit(d).n_classes_ == 10
     with pytest.raises(ValueError, match="has none"):
         SoftmaxRegression().fit(MIMLData(ds.bags, ds.label_sets))
