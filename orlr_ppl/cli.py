@@ -97,6 +97,19 @@ def _estimator_from_args(args: argparse.Namespace, n_classes: int | None):
     )
 
 
+def _nuts_from_args(args: argparse.Namespace):
+    from .estimator import ORLR
+
+    return ORLR(
+        method="nuts",
+        prior_scale=args.prior_scale,
+        num_warmup=args.num_warmup,
+        num_samples=args.num_samples,
+        num_chains=args.num_chains,
+        random_state=args.seed,
+    )
+
+
 def _report(model, data: BagData, label: str) -> dict[str, float]:
     """Instance- and bag-level metrics of ``model`` on ``data``."""
     from . import metrics
@@ -143,14 +156,7 @@ def _demo(args: argparse.Namespace) -> int:
     steps.set_postfix_str("NUTS")
     steps.update()
     t0 = time.perf_counter()
-    nuts = ORLR(
-        method="nuts",
-        prior_scale=args.prior_scale,
-        num_warmup=args.num_warmup,
-        num_samples=args.num_samples,
-        num_chains=args.num_chains,
-        random_state=args.seed,
-    ).fit(train.bags, train.label_sets)
+    nuts = _nuts_from_args(args).fit(train.bags, train.label_sets)
     t_nuts = time.perf_counter() - t0
     steps.update()
     rows = []
@@ -268,17 +274,7 @@ def _compared_models(args: argparse.Namespace) -> dict:
                 method="em", prior_scale=None, intercept_scale=None, max_iter=50, m_steps=args.em_m_steps
             ),
         ),
-        "orlr-nuts": (
-            "ORLR-NUTS",
-            lambda: ORLR(
-                method="nuts",
-                prior_scale=args.prior_scale,
-                num_warmup=args.num_warmup,
-                num_samples=args.num_samples,
-                num_chains=args.num_chains,
-                random_state=args.seed,
-            ),
-        ),
+        "orlr-nuts": ("ORLR-NUTS", lambda: _nuts_from_args(args)),
         "softmax": ("SoftmaxRegression", lambda: SoftmaxRegression()),
         "majority": ("MajorityClass", lambda: MajorityClass()),
         "sim": ("SIM", lambda: SIM(random_state=args.seed)),
