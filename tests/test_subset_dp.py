@@ -46,7 +46,7 @@ def _padded_bucket(logits: np.ndarray, labels: list[int], dtype: str):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@settings(max_examples=200)
+@settings(max_examples=120)
 @given(bag=small_bags())
 def test_dp_matches_brute_force(dtype, bag):
     logits, labels = bag
