@@ -102,13 +102,7 @@ def check_label_sets(
         )
     out, impossible = [], []
     for b, (raw, n_b) in enumerate(zip(label_sets, n_instances)):
-        if isinstance(raw, (str, bytes)) or np.ndim(raw) > 1:
-            raise ValueError(f"label set of bag {b} must be a flat iterable of class indices")
-        arr = np.asarray(list(raw) if not isinstance(raw, np.ndarray) else raw)
-        if arr.size and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)):
-            if not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr))):
-                raise ValueError(f"bag {b} has non-integer labels {arr.tolist()}: use class indices")
-        arr = np.unique(arr.astype(np.int64))
+        arr = parse_label_set(raw, str(b))
         bad = arr[(arr < 0) | (arr >= n_classes)]
         if bad.size:
             raise ValueError(
@@ -127,6 +121,17 @@ def check_label_sets(
     if impossible:
         raise ValueError(_impossible_message(impossible))
     return out
+
+
+def parse_label_set(raw: Iterable[int], bag: str) -> np.ndarray:
+    """One bag's labels as a sorted unique int64 array (possibly empty); ``bag`` names it in errors."""
+    if isinstance(raw, (str, bytes)) or np.ndim(raw) > 1:
+        raise ValueError(f"label set of bag {bag} must be a flat iterable of class indices")
+    arr = np.asarray(list(raw) if not isinstance(raw, np.ndarray) else raw)
+    if arr.size and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)):
+        if not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr))):
+            raise ValueError(f"bag {bag} has non-integer labels {arr.tolist()}: use class indices")
+    return np.unique(arr.astype(np.int64))
 
 
 def zero_likelihood_reason(n_labels: int, n_instances: int) -> str | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .bags import zero_likelihood_reason
+from .bags import parse_label_set, zero_likelihood_reason
 
 if TYPE_CHECKING:  # pandas is imported lazily: only the DataFrame constructor needs it
     import pandas as pd
@@ -434,13 +434,7 @@ def _name(b: int, ids: Sequence[Hashable]) -> str:
 
 
 def _label_list(raw: Any, b: int, ids: Sequence[Hashable]) -> list[int]:
-    if isinstance(raw, (str, bytes)) or np.ndim(raw) > 1:
-        raise ValueError(f"label set of bag {_name(b, ids)} must be a flat iterable of class indices")
-    arr = np.asarray(list(raw))
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr))):
-            raise ValueError(f"bag {_name(b, ids)} has non-integer labels {arr.tolist()}: use class indices")
-    arr = np.unique(arr.astype(np.int64))
+    arr = parse_label_set(raw, _name(b, ids))
     if arr.size and arr[0] < 0:
         raise ValueError(f"bag {_name(b, ids)} has a negative label {int(arr[0])}")
     return arr.tolist()
