@@ -2,6 +2,8 @@
 
 __version__ = "0.1.0"
 
+# First, before anything starts JAX's backend: NUTS chains over the CPU cores.
+from . import _host_devices  # noqa: F401
 from .bags import (
     DEFAULT_MAX_LABELS,
     PackedBags,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 from sklearn.datasets import load_digits
@@ -27,22 +27,84 @@ class MIMLDataset(NamedTuple):
     n_classes: int
 
 
-def make_miml_digits(n_bags: int = 300, min_size: int = 2, max_size: int = 8, seed: int = 0) -> MIMLDataset:
+DIGITS_SPLIT_SEED = 8
+"""Seed of the one fixed split of the digit images into train and test pools (never ``seed``)."""
+DIGITS_TRAIN_FRACTION = 0.7
+"""Share of each digit's images in the train pool; the rest form the test pool."""
+
+
+class DigitPools(NamedTuple):
+    """Disjoint row indices into ``load_digits()`` images: the train and test pools.
+
+    Attributes:
+        train: (n_train,) sorted int indices, about ``DIGITS_TRAIN_FRACTION`` of each digit's images.
+        test: (n_test,) sorted int indices, the remaining images.
+    """
+
+    train: np.ndarray
+    test: np.ndarray
+
+
+def split_pools(
+    target: np.ndarray, train_fraction: float = DIGITS_TRAIN_FRACTION, seed: int = DIGITS_SPLIT_SEED
+) -> DigitPools:
+    """Stratified split of images into disjoint train and test pools.
+
+    Args:
+        target: (n,) int class of each image.
+        train_fraction: share of each class that goes to the train pool, in (0, 1).
+        seed: seed of the per-class permutation.
+    Returns:
+        ``DigitPools``; every class with at least two images has images in both pools.
+    """
+    if not 0 < train_fraction < 1:
+        raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for c in np.unique(target):
+        members = rng.permutation(np.flatnonzero(target == c))
+        # At least one image on each side, so both pools hold every class.
+        n_train = min(max(round(train_fraction * len(members)), 1), len(members) - 1)
+        train.append(members[:n_train])
+        test.append(members[n_train:])
+    return DigitPools(np.sort(np.concatenate(train)), np.sort(np.concatenate(test)))
+
+
+def make_miml_digits(
+    n_bags: int = 300,
+    min_size: int = 2,
+    max_size: int = 8,
+    seed: int = 0,
+    split: Literal["train", "test", "all"] = "all",
+) -> MIMLDataset:
     """MIML digits: random digit strings built from scikit-learn's digits.
 
     Each bag is a string of ``min_size``..``max_size`` handwritten digits drawn
     at random (with replacement) from ``sklearn.datasets.load_digits`` (1,797
     8x8 images); each digit is an instance with 64 features scaled to [0, 1],
     and the bag's label set is the set of digits present.
+
+    ``split`` picks the images drawn from. The images are split once into a
+    train pool (70 % of each digit's images, 1,258 images) and a test pool
+    (the other 539) by a fixed seeded permutation (``split_pools`` with
+    ``DIGITS_SPLIT_SEED``) that does not depend on ``seed``; ``"train"`` and
+    ``"test"`` draw only from their pool, so a training set and a test set
+    built with them share no image, whatever their seeds. ``"all"`` draws from
+    all 1,797 images: two ``"all"`` draws share many images, so do not use
+    them as a train/test pair. Each pool holds every digit.
     """
     if not 1 <= min_size <= max_size:
         raise ValueError(f"need 1 <= min_size <= max_size, got {min_size}, {max_size}")
+    if split not in ("train", "test", "all"):
+        raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
     digits = load_digits()
     x = digits.data / 16.0
+    pool = np.arange(len(x)) if split == "all" else getattr(split_pools(digits.target), split)
     rng = np.random.default_rng(seed)
     bags, sets, inst = [], [], []
     for _ in range(n_bags):
-        idx = rng.integers(0, len(x), size=rng.integers(min_size, max_size + 1))
+        # Indexing a pool keeps split="all" (pool = every row) identical to earlier versions' draws.
+        idx = pool[rng.integers(0, len(pool), size=rng.integers(min_size, max_size + 1))]
         bags.append(x[idx])
         inst.append(digits.target[idx].astype(np.int64))
         sets.append(np.unique(inst[-1]))

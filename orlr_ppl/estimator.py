@@ -3,16 +3,18 @@
 All share one prediction interface over ragged bags (a list of (n_b, d)
 arrays, or a ``MIMLData``, whose bags are used): ``predict_proba``/``predict`` per instance (inductive, or
 transductive given the bags' label sets), ``predict_bags`` (the union of
-predicted instance labels), ``bag_scores`` (max over instances of
-``p(y = c | x)``, for ranking metrics) and ``score`` (instance accuracy).
+predicted instance labels), ``bag_scores`` (per-class bag scores for ranking
+metrics: by default the max over instances of ``p(y = c | x)``; ``rule="model"``
+the model's own ``P(c in Y_b | X_b)``) and ``score`` (instance accuracy).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -27,7 +29,11 @@ from .data import MIMLData
 from .metrics import instance_accuracy
 from .model import check_features
 
+if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
+    from .diagnostics import Diagnostics, PointDiagnostics
+
 METHODS = ("em", "map", "nuts", "svi")
+BAG_SCORE_RULES = ("max", "model")
 
 Bags = Sequence[np.ndarray] | MIMLData
 """A list of (n_b, d) instance arrays, or a ``MIMLData`` (its bags)."""
@@ -56,6 +62,7 @@ def _fit_inputs(
     elif data.instance_labels is None:
         raise ValueError(f"{type(estimator).__name__} trains on instance labels; this MIMLData has none")
     estimator.class_names_ = list(data.class_names)
+    estimator.feature_names_ = list(data.feature_names)
     n_classes = data.n_classes if estimator.n_classes is None else estimator.n_classes
     return data.bags, getattr(data, what), n_classes
 
@@ -69,6 +76,26 @@ def _infer_n_classes(label_sets: Sequence[Iterable[int]], n_classes: int | None)
     return top + 1
 
 
+def _check_bag_score_rule(rule: str) -> None:
+    if rule not in BAG_SCORE_RULES:
+        raise ValueError(f"rule={rule!r}: choose one of {BAG_SCORE_RULES}")
+
+
+def label_probability(proba: np.ndarray) -> np.ndarray:
+    """``P(c in Y_b) = 1 - prod_i (1 - p_ic)``: the chance that some instance of the bag takes label c.
+
+    Args:
+        proba: (..., n_b, C) instance class probabilities of one bag.
+    Returns:
+        (..., C). Computed as ``-expm1(sum_i log1p(-p_ic))``, which keeps its
+        precision when every ``p_ic`` is small (where ``1 - prod`` would cancel)
+        and gives exactly 1 when some ``p_ic`` is 1.
+    """
+    with np.errstate(divide="ignore"):  # log1p(-1) = -inf is the right answer
+        log_none = np.log1p(-np.clip(proba, 0.0, 1.0)).sum(axis=-2)
+    return -np.expm1(log_none)
+
+
 class _BagClassifier(BaseEstimator):
     """Predictions from per-instance class probabilities (``_inductive_proba``)."""
 
@@ -76,6 +103,10 @@ class _BagClassifier(BaseEstimator):
 
     def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def _draw_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """B arrays (S, n_b, C) of ``p(y | x, theta_s)`` per posterior draw; a point estimate is S = 1."""
+        return [p[None] for p in self._inductive_proba(feats)]
 
     def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         """Class scores for the DP (any per-instance shift is harmless)."""
@@ -125,9 +156,22 @@ class _BagClassifier(BaseEstimator):
             out[b, y] = 1
         return out
 
-    def bag_scores(self, bags: Bags) -> np.ndarray:
-        """(B, C) per-class bag scores: max over instances of ``p(y = c | x)``."""
-        return np.stack([p.max(axis=0) for p in self.predict_proba(bags)])
+    def bag_scores(self, bags: Bags, rule: str = "max") -> np.ndarray:
+        """(B, C) per-class bag scores for ranking the classes of each bag.
+
+        Args:
+            rule: "max" (the paper's): ``max_i p(y_bi = c | x_bi)``. "model":
+                the bag-label probability under the model itself,
+                ``P(c in Y_b | X_b) = 1 - prod_i (1 - p(y_bi = c | x_bi))``
+                (instances labelled independently), computed per posterior
+                draw and averaged over draws (a point estimate is one draw).
+                It is at least the "max" score, and grows with the bag's size.
+        """
+        _check_bag_score_rule(rule)
+        if rule == "max":
+            return np.stack([p.max(axis=0) for p in self.predict_proba(bags)])
+        feats = self._check_bags(bags)
+        return np.stack([label_probability(p).mean(axis=0) for p in self._draw_proba(feats)])
 
     def score(self, bags: Bags, instance_labels: Sequence[np.ndarray] | None = None) -> float:
         """Inductive instance accuracy (a ``MIMLData`` brings its instance labels)."""
@@ -160,6 +204,7 @@ class _BagClassifier(BaseEstimator):
             "n_features": int(self.n_features_in_),
             "training_data": getattr(self, "training_shape_", None),
             "class_names": getattr(self, "class_names_", None),
+            "feature_names": getattr(self, "feature_names_", None),
             "fitted": self._fitted_metadata(),
         }
         (folder / "metadata.json").write_text(json.dumps(meta, indent=2, default=_json_default))
@@ -206,6 +251,8 @@ class _BagClassifier(BaseEstimator):
             model.training_shape_ = meta["training_data"]
         if meta.get("class_names"):
             model.class_names_ = list(meta["class_names"])
+        if meta.get("feature_names"):
+            model.feature_names_ = list(meta["feature_names"])
         return model
 
     def _check_loaded(self, param_file: Path) -> None:
@@ -238,7 +285,10 @@ class ORLR(_BagClassifier):
             M-step closer to its maximum, and, without a prior, the fit
             closer to the (often infinite) maximum-likelihood weights.
         tol: relative tolerance on the log posterior.
-        num_warmup, num_samples, num_chains: NUTS settings.
+        num_warmup, num_samples, num_chains: NUTS settings (per chain). Chains run in
+            parallel when JAX has a device per chain (see ``orlr_ppl.infer_nuts``).
+        init: where NUTS chains start: "map" (the MAP under the same prior, by
+            L-BFGS, jittered per chain) or "zeros" (zero weights, jittered).
         guide ("normal" | "lowrank"), svi_steps, learning_rate,
             subsample_size (bags per minibatch): SVI settings.
         max_predict_draws: posterior draws used (evenly thinned) to average
@@ -250,7 +300,15 @@ class ORLR(_BagClassifier):
     the posterior means), ``n_classes_``, ``n_features_in_``; EM/MAP:
     ``log_posterior_``, ``n_iter_``, ``converged_``, and for EM ``history_``;
     NUTS/SVI: ``posterior_`` (``arviz.InferenceData``), ``coef_draws_``
-    (S, d, C), ``intercept_draws_`` (S, C), and for SVI ``losses_``.
+    (S, d, C), ``intercept_draws_`` (S, C), and for SVI ``losses_``; from a
+    ``MIMLData``: ``class_names_``, ``feature_names_`` (also the posterior's
+    ``class``/``feature`` coordinates).
+
+    Convergence. ``fit`` issues one ``orlr_ppl.diagnostics.ConvergenceWarning``
+    when a NUTS posterior fails a check (R-hat, bulk/tail ESS, divergences,
+    tree depth, E-BFMI, PSIS-LOO k-hat), an SVI posterior the PSIS-LOO k-hat
+    check, or EM/MAP stop before meeting ``tol``; ``diagnostics()`` returns
+    the full report.
     """
 
     _saved_arrays = ("coef_", "intercept_")
@@ -266,9 +324,10 @@ class ORLR(_BagClassifier):
         max_iter: int = 50,
         m_steps: int = 10,
         tol: float = 1e-6,
-        num_warmup: int = 500,
-        num_samples: int = 500,
-        num_chains: int = 2,
+        num_warmup: int = 300,
+        num_samples: int = 1000,
+        num_chains: int = 4,
+        init: str = "map",
         guide: str = "normal",
         svi_steps: int = 3000,
         learning_rate: float = 0.01,
@@ -289,6 +348,7 @@ class ORLR(_BagClassifier):
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
+        self.init = init
         self.guide = guide
         self.svi_steps = svi_steps
         self.learning_rate = learning_rate
@@ -309,6 +369,10 @@ class ORLR(_BagClassifier):
 
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
+        # A refit (e.g. after set_params(method=...)) must not keep draws or names of the last fit.
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, name)
+        self._diagnostics = None
         bags, label_sets, n_classes = _fit_inputs(self, bags, label_sets, "label_sets")
         if len(bags) != len(label_sets):
             raise ValueError(f"got {len(bags)} bags but {len(label_sets)} label sets")
@@ -335,11 +399,17 @@ class ORLR(_BagClassifier):
         self.coef_, self.intercept_ = np.asarray(res.W), np.asarray(res.beta)
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
         self.n_classes_, self.n_features_in_ = n_classes, data.features.shape[1]
+        if not self.converged_:
+            from .diagnostics import ConvergenceWarning
+
+            warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
         return self
 
     def _fit_posterior(self, bags, label_sets, n_classes: int) -> ORLR:
+        from .diagnostics import warn_if_unconverged
         from .infer_nuts import fit_nuts
         from .infer_svi import fit_svi
+        from .inference_data import with_names
         from .model import make_model_data
 
         data = make_model_data(bags, label_sets, n_classes, self.max_labels)
@@ -356,6 +426,7 @@ class ORLR(_BagClassifier):
                 num_warmup=self.num_warmup,
                 num_samples=self.num_samples,
                 num_chains=self.num_chains,
+                init_values=self._nuts_start(bags, label_sets, n_classes),
                 **common,
             )
         else:
@@ -369,10 +440,57 @@ class ORLR(_BagClassifier):
                 **common,
             )
             idata, self.losses_ = res.posterior, res.losses
+        idata = with_names(idata, getattr(self, "class_names_", None), getattr(self, "feature_names_", None))
         self.posterior_ = idata
         self._set_draws(idata)
         self.n_classes_, self.n_features_in_ = n_classes, data.n_features
+        # stacklevel 3: the warning points at the caller of fit.
+        self._diagnostics = warn_if_unconverged(idata, stacklevel=3)
         return self
+
+    def _nuts_start(self, bags, label_sets, n_classes: int) -> dict[str, np.ndarray] | None:
+        """Raw starting parameters for NUTS: the MAP (``init="map"``) or None (zeros)."""
+        if self.init not in ("map", "zeros"):
+            raise ValueError(f"init={self.init!r}: choose 'map' or 'zeros'")
+        if self.init == "zeros":
+            return None
+        from .infer_map import fit_map
+        from .model import sum_to_zero_basis
+        from .objective import make_flat_data
+
+        flat = make_flat_data(bags, label_sets, n_classes, self.max_labels)
+        # A few hundred L-BFGS steps cost less than the warmup iterations they save.
+        fit = fit_map(flat, self.prior_scale, self.intercept_scale, fit_intercept=self.fit_intercept)
+        basis = sum_to_zero_basis(n_classes)
+        start = {"W_raw": fit.W @ basis}
+        if self.fit_intercept:
+            start["beta_raw"] = fit.beta @ basis
+        return start
+
+    def diagnostics(self) -> Diagnostics | PointDiagnostics:
+        """Convergence report of the fit.
+
+        NUTS/SVI: ``orlr_ppl.diagnostics.Diagnostics`` (``table``: mean, sd,
+        R-hat, bulk/tail ESS per scalar of ``W`` and ``beta``; ``sampler``:
+        divergences, tree depth, step size, E-BFMI, PSIS-LOO k-hat share;
+        ``problems``; ``converged``). EM/MAP: ``orlr_ppl.diagnostics.PointDiagnostics``
+        (``converged``, ``n_iter``, ``max_iter``, ``tol``, the final relative
+        change of the log posterior (EM), ``problems``). Both have
+        ``summary_lines()`` for a short text report.
+        """
+        from .diagnostics import diagnose, optimizer_diagnostics
+
+        check_is_fitted(self, "n_classes_")
+        if hasattr(self, "posterior_"):
+            if getattr(self, "_diagnostics", None) is None:
+                self._diagnostics = diagnose(self.posterior_)
+            return self._diagnostics
+        history, change = getattr(self, "history_", None), None
+        if history is not None and len(history) > 1:
+            change = float(abs(history[-1] - history[-2]) / max(abs(history[-2]), 1.0))
+        return optimizer_diagnostics(
+            self.method, self.converged_, self.n_iter_, self.max_iter, self.tol, relative_change=change
+        )
 
     def _set_draws(self, idata) -> None:
         w = np.asarray(idata.posterior["W"]).reshape((-1,) + idata.posterior["W"].shape[2:])
@@ -395,6 +513,20 @@ class ORLR(_BagClassifier):
         w, b = self._draws()
         return [softmax(np.einsum("nd,sdc->snc", x, w) + b[:, None, :], axis=-1) for x in feats]
 
+    def _draw_posteriors(
+        self, feats: list[np.ndarray], label_sets: Sequence[Iterable[int]]
+    ) -> Iterator[np.ndarray]:
+        """Per draw (or the point estimate), the (n, C) DP posteriors ``p(y | Y_b, X_b, theta_s)``.
+
+        All bags' instances concatenated in order; zero outside each bag's set.
+        """
+        n_inst = [len(x) for x in feats]
+        sets = check_label_sets(label_sets, n_inst, self.n_classes_, self.max_labels)
+        # Validation and packing depend only on the bags, not on the draw: do them once.
+        packed, flat = pack_bags(n_inst, sets), np.concatenate(feats)
+        for w, b in zip(*self._draws()):
+            yield np.asarray(packed_posteriors(jnp.asarray(flat @ w + b), packed)[1])
+
     def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         return [p.mean(axis=0) for p in self._draw_proba(feats)]
 
@@ -410,15 +542,33 @@ class ORLR(_BagClassifier):
         if label_sets is None or not hasattr(self, "coef_draws_"):
             return super().predict_proba(bags, label_sets)
         feats = self._check_bags(bags)
-        n_inst = [len(x) for x in feats]
-        sets = check_label_sets(label_sets, n_inst, self.n_classes_, self.max_labels)
-        # Validation and packing depend only on the bags, not on the draw: do them once.
-        packed, flat = pack_bags(n_inst, sets), np.concatenate(feats)
-        total = sum(
-            np.asarray(packed_posteriors(jnp.asarray(flat @ w + b), packed)[1])
-            for w, b in zip(*self._draws())
-        )
-        return np.split(total / len(self.coef_draws_), np.cumsum(n_inst)[:-1])
+        total = sum(self._draw_posteriors(feats, label_sets))
+        return np.split(total / len(self.coef_draws_), np.cumsum([len(x) for x in feats])[:-1])
+
+    def predict_interval(
+        self, bags: Bags, prob: float = 0.94, label_sets: Sequence[Iterable[int]] | None = None
+    ) -> list[np.ndarray]:
+        """B arrays (n_b, C, 2): equal-tailed credible intervals ``[lower, upper]`` of class probabilities.
+
+        Inductive: of ``p(y = c | x, theta)``; given label sets, of the DP
+        posterior ``p(y = c | Y_b, X_b, theta)``. The bounds are the
+        ``(1 - prob) / 2`` and ``(1 + prob) / 2`` quantiles over the posterior
+        draws kept in ``coef_draws_`` (``max_predict_draws`` of them), so they
+        show how far the weights' uncertainty moves each probability;
+        ``predict_proba`` is the mean over the same draws. EM and MAP have one
+        point estimate: the interval collapses to it (lower == upper ==
+        ``predict_proba``).
+        """
+        if not 0.0 < prob < 1.0:
+            raise ValueError(f"prob={prob}: the credible mass must lie strictly between 0 and 1, e.g. 0.94")
+        feats = self._check_bags(bags)
+        if label_sets is None:
+            draws = self._draw_proba(feats)
+        else:
+            stacked = np.stack(list(self._draw_posteriors(feats, label_sets)))
+            draws = np.split(stacked, np.cumsum([len(x) for x in feats])[:-1], axis=1)
+        q = [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0]
+        return [np.moveaxis(np.quantile(p, q, axis=0), 0, -1) for p in draws]
 
     def predict_uncertainty(self, bags: Bags) -> list[np.ndarray]:
         """B arrays (n_b, 2): predictive entropy and mutual information (nats).
@@ -462,11 +612,14 @@ class ORLR(_BagClassifier):
             from .inference_data import az
 
             try:
-                idata = az.from_netcdf(str(nc))
+                # Eager: read into memory and close the file, so the model can be saved over its own folder.
+                with az.rc_context({"data.load": "eager"}):
+                    idata = az.from_netcdf(str(nc))
             except (OSError, ValueError) as err:
                 raise ValueError(f"{nc} is unreadable: {err}") from err
             self.posterior_ = idata
             self._set_draws(idata)
+            self._diagnostics = None
         if self.coef_.shape != (self.n_features_in_, self.n_classes_) or self.intercept_.shape != (
             self.n_classes_,
         ):

@@ -63,4 +63,4 @@ def fit_svi(
     )
     draws = auto.sample_posterior(jax.random.PRNGKey(seed + 1), result.params, sample_shape=(num_draws,))
     chains = {k: np.asarray(v)[None] for k, v in with_derived(draws, data.n_classes).items()}
-    return SVIResult(inference_data(data, chains, model_kwargs), np.asarray(result.losses))
+    return SVIResult(inference_data(data, chains, model_kwargs, seed=seed + 2), np.asarray(result.losses))

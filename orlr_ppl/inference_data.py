@@ -3,16 +3,25 @@
 The ``InferenceData`` has a ``posterior`` group (``W_raw``, ``beta_raw`` and
 the derived ``W`` (d, C), ``beta`` (C,)) and a ``log_likelihood`` group with
 one variable ``Y`` over ``bag`` in input order, ready for ``arviz.loo``; NUTS
-adds ``sample_stats``.
+adds ``sample_stats``. For posterior predictive checks (``arviz.plot_ppc``)
+it also has ``observed_data`` and ``posterior_predictive``, each with ``Y``
+(the multi-hot label sets, (bag, class) int) and ``n_labels`` (the label-set
+size ``|Y_b|``, (bag,)); the predictive label sets are simulated from the
+model (the union of sampled instance labels) at up to ``PPC_MAX_DRAWS``
+evenly spaced draws per chain, whose ``draw`` coordinate keeps the posterior's
+draw numbers. Posteriors saved before these groups existed load without them.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import xarray as xr
+from numpyro.infer import Predictive
 from numpyro.infer.util import log_likelihood
 
 from .model import ModelData, orlr_model, sum_to_zero_basis
@@ -22,6 +31,8 @@ with warnings.catch_warnings():
     import arviz as az
 
 RAW_SITES = ("W_raw", "beta_raw")
+PPC_MAX_DRAWS = 200
+"""Posterior predictive label sets are simulated at most at this many draws per chain."""
 
 
 def zeros_init(data: ModelData, fit_intercept: bool) -> dict[str, jax.Array]:
@@ -47,10 +58,86 @@ def _bag_log_likelihood(data: ModelData, flat: dict[str, np.ndarray], model_kwar
     return data.merge_sites({k: np.asarray(v) for k, v in per_site.items()})
 
 
+def observed_label_sets(data: ModelData) -> np.ndarray:
+    """(B, C) int8 multi-hot observed label sets in input bag order."""
+    if any(bucket.label_sets is None for bucket in data.buckets):
+        raise ValueError(
+            "these ModelData carry no label sets: build them with make_model_data(bags, label_sets)"
+        )
+    per_site = {data.site_name(k): bucket.label_sets[None] for k, bucket in enumerate(data.buckets)}
+    return data.merge_sites(per_site)[0].astype(np.int8)
+
+
+def thinned_draws(n_draws: int, max_draws: int = PPC_MAX_DRAWS) -> np.ndarray:
+    """Indices of at most ``max_draws`` evenly spaced draws out of ``n_draws`` (all if fewer)."""
+    if n_draws <= max_draws:
+        return np.arange(n_draws)
+    return np.unique(np.linspace(0, n_draws - 1, max_draws).round().astype(np.int64))
+
+
+def simulate_label_sets(
+    data: ModelData, flat: dict[str, np.ndarray], model_kwargs: dict, seed: int = 0
+) -> np.ndarray:
+    """(S, B, C) int8 label sets drawn from ``orlr_model`` at S flat posterior draws, bags in input order.
+
+    ``Predictive`` runs the model with ``observed=False``, so each bag's label
+    set is the union of one categorical draw per instance (``BagLabelSet.sample``);
+    its default one-draw-at-a-time loop keeps memory at one draw's logits.
+    int8 keeps ``posterior.nc`` small: the 0/1 array is chains x draws x B x C.
+    """
+    sites = [data.site_name(k) for k in range(len(data.buckets))]
+    raw = {k: jnp.asarray(flat[k]) for k in RAW_SITES if k in flat}
+    predictive = Predictive(orlr_model, posterior_samples=raw, return_sites=sites)
+    sims = predictive(jax.random.PRNGKey(seed), data, **model_kwargs, observed=False)
+    return data.merge_sites({k: np.asarray(v) for k, v in sims.items()}).astype(np.int8)
+
+
+def _predictive_groups(
+    data: ModelData, chains: dict[str, np.ndarray], model_kwargs: dict, seed: int, max_draws: int
+) -> dict[str, xr.Dataset]:
+    """``observed_data`` and ``posterior_predictive`` datasets (``Y`` and ``n_labels``)."""
+    dims = {"Y": ["bag", "class"], "n_labels": ["bag"]}
+    coords = {"bag": np.arange(data.n_bags), "class": np.arange(data.n_classes)}
+    observed = observed_label_sets(data)
+    n_chains, n_draws = next(iter(chains.values())).shape[:2]
+    keep = thinned_draws(n_draws, max_draws)
+    flat = {k: v[:, keep].reshape((n_chains * len(keep),) + v.shape[2:]) for k, v in chains.items()}
+    sims = simulate_label_sets(data, flat, model_kwargs, seed).reshape(n_chains, len(keep), *observed.shape)
+    return {
+        "observed_data": az.dict_to_dataset(
+            {"Y": observed, "n_labels": observed.sum(axis=-1)},
+            coords=coords,
+            dims=dims,
+            default_dims=[],
+        ),
+        "posterior_predictive": az.dict_to_dataset(
+            {"Y": sims, "n_labels": sims.sum(axis=-1)}, coords={**coords, "draw": keep}, dims=dims
+        ),
+    }
+
+
 def inference_data(
-    data: ModelData, chains: dict[str, np.ndarray], model_kwargs: dict, sample_stats=None
+    data: ModelData,
+    chains: dict[str, np.ndarray],
+    model_kwargs: dict,
+    sample_stats=None,
+    *,
+    seed: int = 0,
+    max_ppc_draws: int = PPC_MAX_DRAWS,
+    sample_stats_attrs: dict | None = None,
 ) -> az.InferenceData:
-    """Build InferenceData from (chain, draw, ...) arrays."""
+    """Build InferenceData from (chain, draw, ...) arrays.
+
+    Args:
+        data: the fitted bags (with their label sets).
+        chains: ``W_raw``, ``beta_raw``, ``W``, ``beta`` as (chain, draw, ...).
+        model_kwargs: ``orlr_model``'s prior settings used in the fit.
+        sample_stats: (chain, draw) sampler statistics (NUTS), or None.
+        seed: seed of the posterior predictive simulation.
+        max_ppc_draws: at most this many draws per chain are simulated.
+        sample_stats_attrs: attributes of the ``sample_stats`` group (e.g.
+            ``max_tree_depth``), kept in ``posterior.nc``.
+    """
     n_chains, n_draws = next(iter(chains.values())).shape[:2]
     flat = {k: v.reshape((n_chains * n_draws,) + v.shape[2:]) for k, v in chains.items()}
     ll = _bag_log_likelihood(data, flat, model_kwargs).reshape(n_chains, n_draws, data.n_bags)
@@ -61,12 +148,45 @@ def inference_data(
         "beta": ["class"],
         "Y": ["bag"],
     }
-    return az.from_dict(
+    idata = az.from_dict(
         posterior=chains,
         sample_stats=sample_stats,
         log_likelihood={"Y": ll},
         dims={k: v for k, v in dims.items() if k in chains or k == "Y"},
     )
+    if sample_stats is not None and sample_stats_attrs:
+        idata.sample_stats.attrs.update(sample_stats_attrs)
+    idata.add_groups(_predictive_groups(data, chains, model_kwargs, seed, max_ppc_draws))
+    return idata
+
+
+def with_names(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> az.InferenceData:
+    """A copy whose ``class`` and ``feature`` coordinates are the given names, in every group.
+
+    So ``arviz.summary`` rows read ``W[x-box, j]`` instead of ``W[3, 9]``.
+    """
+    coords = {}
+    for dim, names in (("class", class_names), ("feature", feature_names)):
+        if names is None:
+            continue
+        size = idata.posterior.sizes.get(dim)
+        if size is not None and len(names) != size:
+            raise ValueError(
+                f"got {len(names)} {dim} names but the posterior has {size} entries along {dim!r}: "
+                "give one name each"
+            )
+        coords[dim] = [str(n) for n in names]
+    if not coords:
+        return idata
+
+    def relabel(ds):
+        return ds.assign_coords({d: v for d, v in coords.items() if d in ds.dims})
+
+    return idata.map(relabel)
 
 
 def summary(idata: az.InferenceData, var_names: tuple[str, ...] = RAW_SITES):

@@ -47,7 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .bags import DEFAULT_MAX_LABELS, check_label_sets
 from .data import MIMLData
-from .estimator import _BagClassifier, _fit_inputs, _infer_n_classes, _shape_of
+from .estimator import _BagClassifier, _check_bag_score_rule, _fit_inputs, _infer_n_classes, _shape_of
 from .metrics import multi_hot, ranking_loss
 from .model import check_features
 
@@ -536,8 +536,18 @@ class SIM(_BagClassifier):
         sets = check_label_sets(label_sets, [len(x) for x in feats], self.n_classes_, self.max_labels)
         return [labels[s[:, labels].argmax(axis=1)] for s, labels in zip(scores, sets)]
 
-    def bag_scores(self, bags: Sequence[np.ndarray]) -> np.ndarray:
-        """(B, C) per-class bag scores ``max_q w_c . x_bq`` (SIM's bag ranking, used to select lam)."""
+    def bag_scores(self, bags: Sequence[np.ndarray], rule: str = "max") -> np.ndarray:
+        """(B, C) per-class bag scores ``max_q w_c . x_bq`` (SIM's bag ranking, used to select lam).
+
+        Only ``rule="max"``: SIM's scores are margins, not probabilities, so the
+        model-based ``P(c in Y_b)`` of the probabilistic estimators is undefined.
+        """
+        _check_bag_score_rule(rule)
+        if rule == "model":
+            raise ValueError(
+                "rule='model' needs instance probabilities, and SIM's scores are margins (its softmax is "
+                "not calibrated): use rule='max' for SIM"
+            )
         return np.stack([s.max(axis=0) for s in self.decision_function(bags)])
 
     def _fitted_metadata(self) -> dict[str, Any]:

@@ -51,8 +51,8 @@ def _write_npz(path, ds):
 
 
 def test_fit_predict_evaluate_from_files(tmp_path, capsys):
-    _write_npz(tmp_path / "train.npz", make_miml_digits(60, seed=0))
-    _write_npz(tmp_path / "test.npz", make_miml_digits(20, seed=1))
+    _write_npz(tmp_path / "train.npz", make_miml_digits(60, seed=0, split="train"))
+    _write_npz(tmp_path / "test.npz", make_miml_digits(20, seed=1, split="test"))
     model = tmp_path / "model"
     assert main(["fit", "--data", str(tmp_path / "train.npz"), "--method", "map", "--out", str(model)]) == 0
     assert (
@@ -144,3 +144,27 @@ def test_compared_models_are_configured_as_published():
     assert em["prior_scale"] is None and em["intercept_scale"] is None
     nuts = models["ORLR-NUTS"].get_params()
     assert (nuts["method"], nuts["num_samples"], nuts["prior_scale"]) == ("nuts", 7, 1.0)
+
+
+def test_fit_nuts_prints_convergence_summary_and_warning_lines(tmp_path, capsys):
+    # A tiny 2-D problem with one label per bag (one DP bucket, so NUTS compiles fast); 1 x 30 draws
+    # cannot converge, which is the point: the fit still succeeds and says why not to trust it.
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, size=10)
+    x = np.repeat(np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])[y], 2, axis=0) + rng.normal(size=(20, 2))
+    np.savez(
+        tmp_path / "toy.npz",
+        features=x,
+        bag_ids=np.repeat(np.arange(10), 2),
+        bag_labels=np.eye(3, dtype=int)[y],
+    )
+    args = ["fit", "--data", str(tmp_path / "toy.npz"), "--method", "nuts", "--out", str(tmp_path / "m")]
+    args += ["--num-warmup", "30", "--num-samples", "30", "--num-chains", "1", "--quiet"]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "NUTS: 1 chain x 30 draws, 9 parameters" in out and "max R-hat" in out
+    assert "PSIS-LOO:" in out and "verdict: NOT converged" in out
+    warned = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert warned
+    assert any("bulk ESS below 400" in line and "(worst: " in line for line in warned)
+    assert "ConvergenceWarning" not in err  # reported as lines, not as a Python warning

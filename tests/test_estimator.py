@@ -14,7 +14,7 @@ from orlr_ppl.datasets import make_miml_digits
 
 @pytest.fixture(scope="module")
 def data():
-    return make_miml_digits(80, seed=5), make_miml_digits(30, seed=6)
+    return make_miml_digits(80, seed=5, split="train"), make_miml_digits(30, seed=6, split="test")
 
 
 @pytest.fixture(scope="module")

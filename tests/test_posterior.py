@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from orlr_ppl import ORLR
-from orlr_ppl.inference_data import az, summary
+from orlr_ppl import ORLR, MajorityClass
+from orlr_ppl.diagnostics import (
+    ConvergenceWarning,
+    Diagnostics,
+    PointDiagnostics,
+    convergence_problems,
+    convergence_table,
+    diagnose,
+    warn_if_unconverged,
+)
+from orlr_ppl.inference_data import az, summary, thinned_draws
+from orlr_ppl.sim import SIM
 
 
 def _clusters(n_bags=30, seed=0):
@@ -26,7 +38,16 @@ def _clusters(n_bags=30, seed=0):
 def nuts_fit():
     bags, sets, labels = _clusters()
     est = ORLR(method="nuts", num_warmup=150, num_samples=150, num_chains=2, random_state=0)
-    return est.fit(bags, sets), (bags, sets, labels)
+    with warnings.catch_warnings():
+        # 2 x 150 draws rarely reach the 400-ESS threshold: expected for a test-sized run.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(bags, sets), (bags, sets, labels)
+
+
+@pytest.fixture(scope="module")
+def map_fit(nuts_fit):
+    _, (bags, sets, _) = nuts_fit
+    return ORLR(method="map", max_iter=200).fit(bags, sets)
 
 
 def test_nuts_inference_data_and_diagnostics(nuts_fit):
@@ -49,7 +70,7 @@ def test_nuts_inference_data_and_diagnostics(nuts_fit):
     np.testing.assert_allclose(np.asarray(idata.log_likelihood["Y"])[0, 7], direct, rtol=1e-4)
 
 
-def test_posterior_predictions_and_uncertainty(nuts_fit):
+def test_posterior_predictions_and_uncertainty(nuts_fit, map_fit):
     est, (bags, sets, labels) = nuts_fit
     assert est.coef_draws_.shape[0] == 200 and est.coef_.shape == (2, 3)
     assert est.score(bags, labels) > 0.9
@@ -64,8 +85,7 @@ def test_posterior_predictions_and_uncertainty(nuts_fit):
     assert np.all(mi >= 0) and np.all(mi <= entropy + 1e-9)
     # Far out along a boundary the draws disagree: epistemic uncertainty is high there.
     assert unc[-1][1, 1] > np.median(mi[:-2])
-    point = ORLR(method="map").fit(bags, sets)
-    assert np.all(np.concatenate(point.predict_uncertainty(bags))[:, 1] < 1e-9)
+    assert np.all(np.concatenate(map_fit.predict_uncertainty(bags))[:, 1] < 1e-9)
 
 
 @pytest.mark.parametrize("guide", ["normal", "lowrank"])
@@ -86,6 +106,195 @@ def test_posterior_save_load(tmp_path, nuts_fit):
     back = ORLR.load(folder)
     for a, b in zip(est.predict_proba(bags, sets), back.predict_proba(bags, sets)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert {"observed_data", "posterior_predictive"} <= set(back.posterior_.groups())
+    np.testing.assert_array_equal(
+        back.posterior_.posterior_predictive["Y"], est.posterior_.posterior_predictive["Y"]
+    )
+    assert back.diagnostics().table.index.equals(est.diagnostics().table.index)
+    # A posterior.nc saved before the predictive groups existed still loads and diagnoses.
+    old = est.posterior_
+    legacy_stats = old.sample_stats[["diverging", "energy"]]
+    az.InferenceData(
+        posterior=old.posterior, log_likelihood=old.log_likelihood, sample_stats=legacy_stats
+    ).to_netcdf(str(folder / "posterior.nc"))
+    legacy = ORLR.load(folder)
+    assert "posterior_predictive" not in legacy.posterior_.groups()
+    stats = legacy.diagnostics().sampler
+    assert stats["mcmc"] and stats["n_at_max_treedepth"] is None and stats["n_bags"] == 30
     (folder / "posterior.nc").unlink()
     with pytest.raises(ValueError, match="posterior.nc is missing"):
         ORLR.load(folder)
+
+
+# -- convergence diagnostics ---------------------------------------------------
+
+
+def test_convergence_table_names_and_sampler_summary(nuts_fit):
+    est, _ = nuts_fit
+    table = convergence_table(est.posterior_)
+    assert list(table.columns) == ["mean", "sd", "r_hat", "ess_bulk", "ess_tail"]
+    assert list(table.index[:2]) == ["W[0, 0]", "W[0, 1]"] and list(table.index[-3:]) == [
+        "beta[0]",
+        "beta[1]",
+        "beta[2]",
+    ]
+    assert len(table) == 2 * 3 + 3  # W (d, C) and beta (C): never the raw sites
+    named = convergence_table(est.posterior_, class_names=["a", "b", "j"], feature_names=["x-box", "y"])
+    assert "W[x-box, j]" in named.index and "beta[j]" in named.index
+    np.testing.assert_allclose(named.to_numpy(), table.to_numpy())
+    with pytest.raises(ValueError, match="2 class names but the posterior has 3"):
+        convergence_table(est.posterior_, class_names=["a", "b"])
+    diag = est.diagnostics()
+    assert isinstance(diag, Diagnostics) and diag is est.diagnostics()  # computed once, at fit
+    assert diag.converged == (diag.problems == [])
+    s = diag.sampler
+    assert (s["n_chains"], s["n_draws"], s["mcmc"]) == (2, 150, True)
+    assert s["n_divergent"] >= 0 and len(s["bfmi"]) == 2 and 0.0 <= s["loo_high_k_share"] <= 1.0
+    lines = diag.summary_lines()
+    assert lines[0].startswith("NUTS: 2 chains x 150 draws") and lines[-1].startswith("verdict: ")
+
+
+def _tampered(idata):
+    """A copy with one divergence, two transitions at the tree-depth cap, and chain 1 of W shifted."""
+    bad = idata.copy()
+    bad.sample_stats["diverging"].values[0, 3] = True
+    depth = np.full(bad.sample_stats["diverging"].shape, 3)
+    depth[1, :2] = 10
+    bad.sample_stats["tree_depth"] = (("chain", "draw"), depth)
+    bad.sample_stats.attrs["max_tree_depth"] = 10
+    bad.posterior["W"].values[1] += 3.0
+    return bad
+
+
+def test_problems_name_the_failed_checks_and_worst_parameters(nuts_fit):
+    est, _ = nuts_fit
+    bad = _tampered(est.posterior_)
+    with pytest.warns(ConvergenceWarning, match=r"R-hat above 1.01 for \d+ parameters \(worst: W\[") as rec:
+        diag = warn_if_unconverged(bad)
+    assert len(rec) == 1 and "ORLR.diagnostics()" in str(rec[0].message)
+    text = " | ".join(diag.problems)
+    n_div = int(bad.sample_stats["diverging"].sum())
+    assert (
+        f"{n_div} divergent transition{'' if n_div == 1 else 's'} ({100 * n_div / 300:.1f}% of 300 draws)"
+        in text
+    )
+    assert "2 transitions (0.7%) hit the maximum tree depth 10" in text
+    assert not diag.converged and diag.sampler["n_at_max_treedepth"] == 2
+    rhat = next(p for p in diag.problems if p.startswith("R-hat"))
+    assert rhat.count("W[") == 5 and rhat.endswith(", …)")  # 5 worst named, the 6th elided
+    # An SVI-like fit (independent draws, no sample_stats): only the PSIS-LOO check applies.
+    svi_stats = {**diagnose(bad).sampler, "mcmc": False, "n_high_pareto_k": 0}
+    assert convergence_problems(diag.table, svi_stats) == []
+
+
+def test_unconverged_nuts_fit_warns():
+    rng = np.random.default_rng(0)
+    centres = np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])
+    y = rng.integers(0, 3, size=8)
+    bags = [centres[[k, k]] + rng.normal(size=(2, 2)) for k in y]  # one label per bag: one DP bucket
+    est = ORLR(method="nuts", num_warmup=5, num_samples=20, num_chains=1, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=r"bulk ESS below 400 for 9 parameters \(worst: (W|beta)\["):
+        est.fit(bags, [[k] for k in y])
+    assert not est.diagnostics().converged
+    assert any("at least 2 chains" in p for p in est.diagnostics().problems)
+
+
+def test_em_and_map_that_stop_early_warn(nuts_fit, map_fit):
+    _, (bags, sets, _) = nuts_fit
+    with pytest.warns(
+        ConvergenceWarning, match=r"^EM stopped after 1 iteration without meeting tol=1e-06; raise"
+    ):
+        em = ORLR(method="em", max_iter=1).fit(bags, sets)
+    diag = em.diagnostics()
+    assert isinstance(diag, PointDiagnostics) and not diag.converged and diag.relative_change > 1e-6
+    assert diag.summary_lines() == [
+        f"EM: 1 iteration (max_iter=1), final relative change {diag.relative_change:.2g}; NOT converged"
+    ]
+    with pytest.warns(
+        ConvergenceWarning, match=r"^MAP \(L-BFGS\) stopped after 1 iteration .*raise max_iter"
+    ):
+        ORLR(method="map", max_iter=1).fit(bags, sets)
+    # The fixture's MAP fit (max_iter=200) converged: no problem, and no warning was issued for it.
+    assert map_fit.converged_ and map_fit.diagnostics().problems == []
+    assert map_fit.diagnostics().summary_lines()[0].endswith("; converged")
+
+
+# -- intervals and bag scores --------------------------------------------------
+
+
+def test_predict_interval_brackets_the_mean(nuts_fit, map_fit):
+    est, (bags, sets, _) = nuts_fit
+    for given in (None, sets):
+        intervals, mean = est.predict_interval(bags, 0.9, given), est.predict_proba(bags, given)
+        for iv, p, x in zip(intervals, mean, bags):
+            assert iv.shape == (len(x), 3, 2)
+            lo, hi = iv[..., 0], iv[..., 1]
+            assert np.all(lo <= hi) and np.all(lo >= 0) and np.all(hi <= 1)
+            assert np.all(lo - 1e-6 <= p) and np.all(p <= hi + 1e-6)
+    # Uncertain weights give intervals of non-zero width somewhere.
+    assert max(np.ptp(iv, axis=-1).max() for iv in est.predict_interval(bags)) > 0.01
+    for given in (None, sets):
+        for iv, p in zip(
+            map_fit.predict_interval(bags, label_sets=given), map_fit.predict_proba(bags, given)
+        ):
+            np.testing.assert_array_equal(iv[..., 0], iv[..., 1])
+            np.testing.assert_allclose(iv[..., 0], p, atol=1e-6)
+    with pytest.raises(ValueError, match="prob=1.5"):
+        est.predict_interval(bags, prob=1.5)
+
+
+def test_bag_scores_model_rule(nuts_fit, map_fit):
+    est, (bags, sets, labels) = nuts_fit
+    tiny = bags[:3]
+    w, b = est.coef_draws_, est.intercept_draws_
+    brute = np.zeros((3, 3))
+    for s in range(len(w)):
+        for k, x in enumerate(tiny):
+            none = np.ones(3)
+            for xi in x:
+                z = xi @ w[s] + b[s]
+                none *= 1.0 - np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+            brute[k] += (1.0 - none) / len(w)
+    np.testing.assert_allclose(est.bag_scores(tiny, rule="model"), brute, rtol=1e-6, atol=1e-9)
+    # 1 - prod(1 - p) >= max p, bag by bag, for the point estimate.
+    assert np.all(map_fit.bag_scores(bags, rule="model") >= map_fit.bag_scores(bags) - 1e-12)
+    np.testing.assert_array_equal(map_fit.bag_scores(bags, rule="max"), map_fit.bag_scores(bags))
+    majority = MajorityClass().fit(bags, labels)
+    n_b = np.array([len(x) for x in bags])[:, None]
+    np.testing.assert_allclose(
+        majority.bag_scores(bags, rule="model"), 1 - (1 - majority.class_prior_) ** n_b, rtol=1e-10
+    )
+    with pytest.raises(ValueError, match=r"rule='mean': choose one of \('max', 'model'\)"):
+        est.bag_scores(bags, rule="mean")
+    with pytest.raises(ValueError, match="use rule='max' for SIM"):
+        SIM().bag_scores(bags, rule="model")
+
+
+# -- posterior predictive ------------------------------------------------------
+
+
+def test_posterior_predictive_label_sets(nuts_fit):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    est, (bags, sets, _) = nuts_fit
+    idata = est.posterior_
+    obs, ppc = idata.observed_data, idata.posterior_predictive
+    assert obs["Y"].dims == ("bag", "class") and obs["Y"].shape == (30, 3)
+    assert ppc["Y"].dims == ("chain", "draw", "bag", "class") and ppc["Y"].shape == (2, 150, 30, 3)
+    assert ppc["n_labels"].dims == ("chain", "draw", "bag")
+    for b, s in enumerate(sets):
+        assert np.flatnonzero(obs["Y"].values[b]).tolist() == list(s)
+    np.testing.assert_array_equal(obs["n_labels"], [len(s) for s in sets])
+    sim = ppc["Y"].values
+    assert set(np.unique(sim)) <= {0, 1}
+    np.testing.assert_array_equal(ppc["n_labels"].values, sim.sum(axis=-1))
+    cap = np.minimum([len(x) for x in bags], 3)
+    assert np.all(ppc["n_labels"].values >= 1) and np.all(ppc["n_labels"].values <= cap)
+    axes = az.plot_ppc(idata, var_names=["n_labels"], num_pp_samples=20, random_seed=0)
+    assert np.size(axes) >= 1
+    plt.close("all")
+    kept = thinned_draws(1000, 200)
+    assert len(kept) == 200 and kept[0] == 0 and kept[-1] == 999 and np.all(np.diff(kept) > 0)

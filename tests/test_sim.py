@@ -226,7 +226,7 @@ def test_held_out_bags_drop_out_of_the_objective():
 
 @pytest.fixture(scope="module")
 def digits():
-    return make_miml_digits(150, seed=0), make_miml_digits(100, seed=1)
+    return make_miml_digits(150, seed=0, split="train"), make_miml_digits(100, seed=1, split="test")
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +288,7 @@ def test_learns_easy_miml_digits(fitted, digits):
     majority = np.bincount(flat).max() / flat.size
     inductive = fitted.score(test.bags, test.instance_labels)
     transductive = instance_accuracy(test.instance_labels, fitted.predict(test.bags, test.label_sets))
-    # Measured: majority 0.12, inductive 0.93, transductive 0.96.
+    # Measured (test bags from the held-out image pool): majority 0.13, inductive 0.95, transductive 0.98.
     assert majority < 0.2
     assert inductive > 0.85
     assert transductive >= inductive

@@ -1,0 +1,153 @@
+"""Why does NUTS mix slowly on Letter Frost? The variants of BENCHMARKS.md's diagnosis (issue 8).
+
+Each variant samples the same posterior (all 144 bags, standardised features,
+``prior_scale`` 1) in a different way, or, for ``hier``, under a hierarchical
+prior on the weight scale, and prints leapfrog steps, tree depths,
+divergences, max R-hat and min bulk/tail ESS over ``W`` and ``beta``, and the
+worst parameters:
+
+- ``default``: zero start, diagonal mass matrix (the package's sampler before issue 8);
+- ``laplace``: MAP start, a fixed dense mass matrix equal to the Laplace
+  covariance at the MAP (the inverse Hessian of the negative log posterior), step
+  size adapted only;
+- ``rotate``: features rotated to their principal axes, an orthogonal map under
+  which the isotropic Normal prior is unchanged, so the posterior is the same up to
+  the rotation (draws are rotated back), diagonal mass matrix;
+- ``hier``: ``W_raw = tau * z``, ``z ~ Normal(0, 1)``, ``tau ~ HalfNormal(1)`` (non-centred).
+
+    python benchmarks/diagnose_posterior.py default laplace rotate hier --num-warmup 500 --num-samples 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from jax.flatten_util import ravel_pytree
+from numpyro.infer import MCMC, NUTS, init_to_value
+
+from orlr_ppl.datasets import load_letter_frost
+from orlr_ppl.distribution import BagLabelSet
+from orlr_ppl.infer_map import fit_map
+from orlr_ppl.inference_data import az
+from orlr_ppl.model import ModelData, make_model_data, orlr_model, sum_to_zero_basis
+from orlr_ppl.objective import log_posterior, make_flat_data
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def hierarchical_model(data: ModelData, prior_scale: float = 1.0, intercept_scale: float = 10.0) -> None:
+    """``orlr_model`` with a half-normal hyperprior on the weights' common scale (non-centred)."""
+    basis = jnp.asarray(sum_to_zero_basis(data.n_classes), jnp.float32)
+    tau = numpyro.sample("tau", dist.HalfNormal(prior_scale))
+    z = numpyro.sample("z", dist.Normal(0, 1).expand((data.n_features, data.n_classes - 1)).to_event(2))
+    b_raw = numpyro.sample(
+        "beta_raw", dist.Normal(0, intercept_scale).expand((data.n_classes - 1,)).to_event(1)
+    )
+    w, beta = (tau * z) @ basis.T, b_raw @ basis.T
+    numpyro.deterministic("W", w)
+    numpyro.deterministic("beta", beta)
+    for k, bucket in enumerate(data.buckets):
+        with numpyro.plate(f"bags_{k}", bucket.mask.shape[0]):
+            numpyro.sample(
+                f"Y_{k}",
+                BagLabelSet(bucket.features @ w + beta, bucket.mask, max_labels=bucket.max_labels),
+                obs=bucket.label_sets,
+            )
+
+
+def _map_start(bags: list, sets: list, n_classes: int) -> tuple[dict, np.ndarray]:
+    """MAP raw parameters and the Laplace covariance (inverse Hessian) at them."""
+    flat = make_flat_data(bags, sets, n_classes)
+    fit = fit_map(flat, 1.0, 10.0)
+    basis = sum_to_zero_basis(n_classes)
+    start = {
+        "W_raw": jnp.asarray(fit.W @ basis, jnp.float32),
+        "beta_raw": jnp.asarray(fit.beta @ basis, jnp.float32),
+    }
+    x0, unravel = ravel_pytree(start)  # same order as NumPyro's flattening (sorted site names)
+    hess = np.asarray(jax.hessian(lambda v: -log_posterior(unravel(v), flat, 1.0, 10.0))(x0), np.float64)
+    return start, np.linalg.inv(0.5 * (hess + hess.T))
+
+
+def run(variant: str, bags: list, sets: list, n_classes: int, args: argparse.Namespace) -> dict:
+    d = bags[0].shape[1]
+    rotation = np.eye(d)
+    if variant == "rotate":
+        x = np.concatenate(bags)
+        _, rotation = np.linalg.eigh(x.T @ x)
+        bags = [b @ rotation for b in bags]
+    data = make_model_data(bags, sets, n_classes)
+    zeros = {"W_raw": jnp.zeros((d, n_classes - 1)), "beta_raw": jnp.zeros(n_classes - 1)}
+    t0 = time.perf_counter()
+    if variant == "laplace":
+        start, cov = _map_start(bags, sets, n_classes)
+        kernel = NUTS(
+            orlr_model,
+            init_strategy=init_to_value(values=start),
+            dense_mass=True,
+            inverse_mass_matrix=jnp.asarray(cov, jnp.float32),
+            adapt_mass_matrix=False,
+        )
+    elif variant == "hier":
+        start = {"tau": jnp.asarray(1.0), "z": zeros["W_raw"], "beta_raw": zeros["beta_raw"]}
+        kernel = NUTS(hierarchical_model, init_strategy=init_to_value(values=start))
+    else:
+        kernel = NUTS(orlr_model, init_strategy=init_to_value(values=zeros))
+    mcmc = MCMC(kernel, num_warmup=args.num_warmup, num_samples=args.num_samples, num_chains=args.num_chains,
+                chain_method="sequential", progress_bar=False)  # fmt: skip
+    mcmc.run(jax.random.PRNGKey(0), data, extra_fields=("diverging", "num_steps"))
+    wall = time.perf_counter() - t0
+    draws = mcmc.get_samples(group_by_chain=True)
+    basis = sum_to_zero_basis(n_classes)
+    w = np.asarray(draws["W"]) if "W" in draws else np.asarray(draws["W_raw"]) @ basis.T
+    beta = np.asarray(draws["beta"]) if "beta" in draws else np.asarray(draws["beta_raw"]) @ basis.T
+    posterior = {"W": np.einsum("ij,cnjk->cnik", rotation, w), "beta": beta}
+    table = az.summary(az.from_dict(posterior=posterior), var_names=["W", "beta"])
+    steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_steps"])
+    depth = np.floor(np.log2(np.maximum(steps, 1))).astype(int) + 1
+    out = {
+        "variant": variant,
+        "wall_s": round(wall, 1),
+        "mean_n_steps": float(steps.mean()),
+        "tree_depth_counts": {int(k): int(v) for k, v in zip(*np.unique(depth, return_counts=True))},
+        "divergences": int(np.asarray(mcmc.get_extra_fields()["diverging"]).sum()),
+        "max_rhat": float(table.r_hat.max()),
+        "min_ess_bulk": float(table.ess_bulk.min()),
+        "median_ess_bulk": float(table.ess_bulk.median()),
+        "min_ess_tail": float(table.ess_tail.min()),
+        "worst": table.sort_values("ess_bulk")
+        .head(5)[["mean", "sd", "r_hat", "ess_bulk", "ess_tail"]]
+        .reset_index()
+        .to_dict(orient="records"),
+    }
+    if "tau" in draws:
+        out["tau_mean_sd"] = [float(np.mean(draws["tau"])), float(np.std(draws["tau"]))]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("variants", nargs="+", choices=["default", "laplace", "rotate", "hier"])
+    parser.add_argument("--uci-path", default=str(SHARED / "letter-recognition.data"))
+    parser.add_argument("--num-warmup", type=int, default=500)
+    parser.add_argument("--num-samples", type=int, default=500)
+    parser.add_argument("--num-chains", type=int, default=2)
+    args = parser.parse_args()
+    data = load_letter_frost(args.uci_path, seed=0)
+    data = data.fit_standardizer().transform(data)
+    for variant in args.variants:
+        print(json.dumps(run(variant, data.bags, data.label_sets, data.n_classes, args)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,428 @@
+"""Can the posterior be trusted? Convergence checks for NUTS and SVI fits, and EM/MAP stopping.
+
+The checks and their thresholds (module constants):
+
+* split R-hat (rank-normalised, Vehtari et al. 2021) ``<= RHAT_MAX`` (1.01)
+  for every scalar of the interpretable parameters ``W`` (d, C), ``beta``
+  (C,) and any other latent site in the posterior (``W_raw``/``beta_raw``
+  are rotations of ``W``/``beta`` and left out);
+* bulk and tail effective sample size ``>= ESS_MIN`` (400, over all chains);
+* no divergent transitions (``MAX_DIVERGENT`` = 0);
+* no transition at the maximum tree depth (the trajectory was cut short);
+* E-BFMI ``>= BFMI_MIN`` (0.3) in every chain: Betancourt's energy Bayesian
+  fraction of missing information ``sum_t (E_t - E_{t-1})^2 / sum_t (E_t - mean E)^2``;
+  below it, momentum resampling explores the energy levels poorly;
+* PSIS-LOO Pareto ``k_hat <= PARETO_K_MAX`` (0.7) for every bag.
+
+The first five are MCMC checks and apply to NUTS only. An SVI posterior is
+one "chain" of independent draws from the fitted guide, for which R-hat and
+ESS say nothing about the fit, so only the PSIS-LOO check applies to it. A
+parameter that is exactly constant over all draws (``beta`` when
+``fit_intercept=False``) has no defined R-hat and is not flagged.
+
+``diagnose(idata)`` runs every check and returns a ``Diagnostics``;
+``warn_if_unconverged`` issues one ``ConvergenceWarning`` listing the failures.
+EM and MAP fits report ``PointDiagnostics`` (``optimizer_diagnostics``).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .inference_data import RAW_SITES, az, with_names
+
+RHAT_MAX = 1.01
+"""Largest acceptable split R-hat."""
+ESS_MIN = 400
+"""Smallest acceptable bulk and tail ESS (all chains together)."""
+MAX_DIVERGENT = 0
+"""Divergent transitions tolerated after warmup."""
+BFMI_MIN = 0.3
+"""Smallest acceptable E-BFMI per chain."""
+PARETO_K_MAX = 0.7
+"""Largest acceptable PSIS-LOO Pareto k-hat per bag."""
+N_WORST = 5
+"""Parameters (or bags) named in a problem sentence, worst first."""
+
+TABLE_COLUMNS = ["mean", "sd", "r_hat", "ess_bulk", "ess_tail"]
+INTERPRETABLE = ("W", "beta")
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit ran but its result should not be trusted yet (sampler or optimiser did not converge)."""
+
+
+@contextmanager
+def _quiet_arviz() -> Iterator[None]:
+    """Silence ArviZ's own warnings and log lines while it computes.
+
+    E.g. "Shape validation failed" for one chain, or high Pareto k-hat: the
+    checks below report the same facts as problems.
+    """
+    logger = logging.getLogger("arviz")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _table_vars(posterior) -> list[str]:
+    """``W``, ``beta``, then any other latent site, in the posterior's order; never the raw sites."""
+    first = [v for v in INTERPRETABLE if v in posterior.data_vars]
+    rest = [v for v in posterior.data_vars if v not in (*INTERPRETABLE, *RAW_SITES)]
+    return first + rest
+
+
+def convergence_table(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Per-scalar posterior mean, sd, R-hat and bulk/tail ESS of the interpretable parameters.
+
+    Args:
+        idata: with a ``posterior`` group of (chain, draw, ...) variables.
+        class_names, feature_names: relabel the ``class`` / ``feature``
+            coordinates, so rows read ``W[x-box, j]``; default: the
+            coordinates as stored (``W[3, 9]`` unless the fit had names).
+    Returns:
+        One row per scalar of ``W`` (d * C rows), ``beta`` (C) and any other
+        latent site, in ArviZ's order, with columns ``TABLE_COLUMNS``
+        (unrounded; R-hat is NaN for a parameter constant over all draws,
+        and for every parameter when there is only one chain).
+    """
+    named = with_names(idata, class_names, feature_names)
+    names = _table_vars(named.posterior)
+    if not names:
+        raise ValueError("the posterior has no W, beta or other latent site to check")
+    # Constant parameters (beta without an intercept) give 0/0 in R-hat: NaN, and ArviZ says so.
+    with _quiet_arviz():
+        table = az.summary(named.posterior[names], kind="all", round_to="none")
+    return table[TABLE_COLUMNS]
+
+
+def _stat(stats: xr.Dataset | None, name: str) -> np.ndarray | None:
+    return np.asarray(stats[name]) if stats is not None and name in stats else None
+
+
+def _loo_summary(idata: az.InferenceData) -> dict[str, Any]:
+    """Share of bags with Pareto k-hat above ``PARETO_K_MAX`` (None without a log-likelihood)."""
+    empty = {"n_bags": None, "n_high_pareto_k": None, "loo_high_k_share": None, "worst_pareto_k": None}
+    if "log_likelihood" not in idata.groups():
+        return empty
+    with _quiet_arviz():  # ArviZ warns about high k-hat itself; we report it as a problem instead
+        try:
+            k = az.loo(idata, pointwise=True).pareto_k
+        except (TypeError, ValueError):
+            return empty
+    values = np.asarray(k).ravel()
+    labels = [str(b) for b in np.asarray(k[k.dims[0]])] if k.ndim == 1 else [str(i) for i in range(k.size)]
+    order = np.argsort(-np.nan_to_num(values, nan=np.inf), kind="stable")[:N_WORST]
+    n_high = int(np.sum(~(values <= PARETO_K_MAX)))  # NaN counts as high
+    return {
+        "n_bags": int(values.size),
+        "n_high_pareto_k": n_high,
+        "loo_high_k_share": n_high / max(values.size, 1),
+        "worst_pareto_k": [(labels[i], float(values[i])) for i in order],
+    }
+
+
+def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
+    """Sampler statistics of a fit; any statistic the ``InferenceData`` lacks is None.
+
+    Returns a dict with ``n_chains``, ``n_draws`` (per chain); ``mcmc`` (True
+    when there is a ``sample_stats`` group, i.e. NUTS; an SVI posterior has
+    none); ``n_divergent``; ``max_tree_depth`` (``sample_stats.attrs``),
+    ``n_at_max_treedepth``, ``mean_tree_depth``, ``mean_n_steps`` (leapfrog
+    steps per transition); ``step_size`` and ``bfmi`` (E-BFMI) as lists, one
+    value per chain; ``mean_acceptance_rate``; and from PSIS-LOO ``n_bags``,
+    ``n_high_pareto_k`` (bags with k-hat > ``PARETO_K_MAX``),
+    ``loo_high_k_share`` (their share) and ``worst_pareto_k`` (up to
+    ``N_WORST`` (bag, k-hat) pairs, largest first).
+    """
+    post = idata.posterior
+    stats = idata.sample_stats if "sample_stats" in idata.groups() else None
+    out: dict[str, Any] = {
+        "n_chains": int(post.sizes["chain"]),
+        "n_draws": int(post.sizes["draw"]),
+        "mcmc": stats is not None,
+    }
+    diverging = _stat(stats, "diverging")
+    out["n_divergent"] = None if diverging is None else int(np.sum(diverging))
+    depth = _stat(stats, "tree_depth")
+    max_depth = None if stats is None else stats.attrs.get("max_tree_depth")
+    out["max_tree_depth"] = None if max_depth is None else int(max_depth)
+    at_max = None if depth is None or max_depth is None else int(np.sum(depth >= int(max_depth)))
+    out["n_at_max_treedepth"] = at_max
+    out["mean_tree_depth"] = None if depth is None else float(np.mean(depth))
+    n_steps = _stat(stats, "n_steps")
+    out["mean_n_steps"] = None if n_steps is None else float(np.mean(n_steps))
+    step = _stat(stats, "step_size")
+    out["step_size"] = None if step is None else [float(v) for v in step.reshape(step.shape[0], -1).mean(1)]
+    accept = _stat(stats, "acceptance_rate")
+    out["mean_acceptance_rate"] = None if accept is None else float(np.mean(accept))
+    out["bfmi"] = None
+    if _stat(stats, "energy") is not None and post.sizes["draw"] > 1:
+        out["bfmi"] = [float(v) for v in np.atleast_1d(az.bfmi(idata))]
+    out.update(_loo_summary(idata))
+    return out
+
+
+def _worst(values: pd.Series, largest: bool, fmt: str) -> str:
+    """``"W[0, 1] 1.08, beta[2] 1.05, …"``: up to ``N_WORST`` entries, worst first (NaN worst)."""
+    key = values.fillna(np.inf if largest else -np.inf)
+    order = key.sort_values(ascending=not largest, kind="stable").index[:N_WORST]
+    parts = [f"{name} {values[name]:{fmt}}" for name in order]
+    return ", ".join(parts) + (", …" if len(values) > N_WORST else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def convergence_problems(table: pd.DataFrame | None, stats: dict[str, Any]) -> list[str]:
+    """One sentence per failed check, naming the worst parameters (or bags), worst first.
+
+    Args:
+        table: from ``convergence_table`` (None skips the per-parameter checks).
+        stats: from ``sampler_summary``; when ``stats["mcmc"]`` is False (SVI)
+            only the PSIS-LOO check applies.
+    Returns:
+        E.g. ``["R-hat above 1.01 for 12 parameters (worst: W[x-box, j] 1.08, …)"]``;
+        empty when every check passes.
+    """
+    problems = []
+    mcmc = stats.get("mcmc", True)
+    if mcmc and table is not None and len(table):
+        varies = table["sd"] > 0
+        bad = table.loc[varies & ~(table["r_hat"] <= RHAT_MAX), "r_hat"]
+        if not varies.any():
+            # Constant parameters are exempt below, so a sampler that never moved would pass silently.
+            problems.append("every parameter is constant over all draws: the sampler never moved")
+        elif stats.get("n_chains", 2) < 2:
+            problems.append(
+                "R-hat needs at least 2 chains to check that they agree, and this fit has 1: "
+                "set num_chains=2 or more"
+            )
+        elif len(bad):
+            problems.append(
+                f"R-hat above {RHAT_MAX} for {_count(len(bad), 'parameter')} "
+                f"(worst: {_worst(bad, largest=True, fmt='.3f')})"
+            )
+        for column, label in (("ess_bulk", "bulk"), ("ess_tail", "tail")):
+            bad = table.loc[varies & ~(table[column] >= ESS_MIN), column]
+            if len(bad):
+                problems.append(
+                    f"{label} ESS below {ESS_MIN} for {_count(len(bad), 'parameter')} "
+                    f"(worst: {_worst(bad, largest=False, fmt='.0f')})"
+                )
+    total = stats.get("n_chains", 0) * stats.get("n_draws", 0)
+    n_div = stats.get("n_divergent")
+    if mcmc and n_div is not None and n_div > MAX_DIVERGENT:
+        problems.append(
+            f"{_count(n_div, 'divergent transition')} ({100 * n_div / max(total, 1):.1f}% of {total} draws): "
+            "the sampler missed regions of high curvature, so the draws may be biased"
+        )
+    at_max = stats.get("n_at_max_treedepth")
+    if mcmc and at_max:
+        problems.append(
+            f"{_count(at_max, 'transition')} ({100 * at_max / max(total, 1):.1f}%) hit the maximum tree "
+            f"depth {stats.get('max_tree_depth')}: trajectories were cut short and explore slowly"
+        )
+    bfmi = stats.get("bfmi")
+    if mcmc and bfmi:
+        low = [(c, v) for c, v in enumerate(bfmi) if not v >= BFMI_MIN]
+        if low:
+            chains = ", ".join(f"chain {c} {v:.2f}" for c, v in low)
+            problems.append(f"E-BFMI below {BFMI_MIN} ({chains}): the sampler explores the energy poorly")
+    n_high = stats.get("n_high_pareto_k")
+    if n_high:
+        worst = ", ".join(f"bag {b} {k:.2f}" for b, k in stats["worst_pareto_k"] if not k <= PARETO_K_MAX)
+        problems.append(
+            f"PSIS-LOO Pareto k̂ above {PARETO_K_MAX} for {n_high} of {stats['n_bags']} bags "
+            f"({100 * stats['loo_high_k_share']:.1f}%; worst: {worst}"
+            f"{', …' if n_high > N_WORST else ''}): the LOO estimate is unreliable for them, "
+            "and each such bag pulls strongly on the posterior"
+        )
+    return problems
+
+
+def _fmt(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:{fmt}}"
+
+
+class Diagnostics(NamedTuple):
+    """Convergence report of a posterior fit (``diagnose``; ``ORLR.diagnostics()`` for NUTS/SVI).
+
+    Attributes:
+        table: ``convergence_table``, one row per interpretable scalar.
+        sampler: ``sampler_summary``.
+        problems: ``convergence_problems``, one sentence per failed check.
+        converged: no problems.
+    """
+
+    table: pd.DataFrame
+    sampler: dict[str, Any]
+    problems: list[str]
+    converged: bool
+
+    def summary_lines(self) -> list[str]:
+        """A short text report: R-hat, ESS, divergences, tree depth, E-BFMI, LOO k-hat, verdict."""
+        s, t = self.sampler, self.table
+        lines = []
+        if s["mcmc"]:
+            r_hat = t.loc[t["sd"] > 0, "r_hat"].dropna()
+            worst = r_hat.idxmax() if len(r_hat) else None
+            lines.append(
+                f"NUTS: {_count(s['n_chains'], 'chain')} x {s['n_draws']} draws, "
+                f"{_count(len(t), 'parameter')}"
+            )
+            lines.append(
+                f"max R-hat {_fmt(r_hat.max() if len(r_hat) else None, '.3f')}"
+                + (f" ({worst})" if worst is not None else "")
+                + f" [<= {RHAT_MAX}]; min bulk ESS {_fmt(t['ess_bulk'].min(), '.0f')}, "
+                f"min tail ESS {_fmt(t['ess_tail'].min(), '.0f')} [>= {ESS_MIN}]"
+            )
+            depth = "n/a" if s["n_at_max_treedepth"] is None else str(s["n_at_max_treedepth"])
+            bfmi = "n/a" if s["bfmi"] is None else ", ".join(f"{v:.2f}" for v in s["bfmi"])
+            lines.append(
+                f"divergences {'n/a' if s['n_divergent'] is None else s['n_divergent']}; "
+                f"at max tree depth {depth}; mean tree depth {_fmt(s['mean_tree_depth'], '.1f')}; "
+                f"E-BFMI {bfmi} [>= {BFMI_MIN}]"
+            )
+        else:
+            lines.append(
+                f"SVI: {s['n_chains'] * s['n_draws']} independent draws from the guide "
+                "(R-hat and ESS do not apply)"
+            )
+        if s["n_bags"] is not None:
+            lines.append(
+                f"PSIS-LOO: {s['n_high_pareto_k']} of {s['n_bags']} bags "
+                f"({100 * s['loo_high_k_share']:.1f}%) with Pareto k̂ > {PARETO_K_MAX}"
+            )
+        verdict = (
+            "converged" if self.converged else f"NOT converged ({_count(len(self.problems), 'problem')})"
+        )
+        lines.append(f"verdict: {verdict}")
+        return lines
+
+    def summary(self) -> str:
+        """``summary_lines`` joined by newlines."""
+        return "\n".join(self.summary_lines())
+
+
+def diagnose(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> Diagnostics:
+    """Every convergence check of a NUTS or SVI posterior (see the module docstring)."""
+    table = convergence_table(idata, class_names, feature_names)
+    stats = sampler_summary(idata)
+    problems = convergence_problems(table, stats)
+    return Diagnostics(table, stats, problems, not problems)
+
+
+def warning_message(diagnostics: Diagnostics) -> str:
+    """The text of the ``ConvergenceWarning``: every problem and what to do about it."""
+    kind = "NUTS" if diagnostics.sampler["mcmc"] else "SVI"
+    advice = (
+        "Run longer chains (raise num_warmup and num_samples)"
+        if kind == "NUTS"
+        else "Fit the guide longer (svi_steps), try guide='lowrank', or sample with method='nuts'"
+    )
+    items = "".join(f"\n  - {p}" for p in diagnostics.problems)
+    return (
+        f"the {kind} posterior failed {_count(len(diagnostics.problems), 'convergence check')}:{items}\n"
+        f"{advice}; see ORLR.diagnostics() for the per-parameter table and sampler summary."
+    )
+
+
+def warn_if_unconverged(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+    *,
+    stacklevel: int = 2,
+) -> Diagnostics:
+    """``diagnose`` and, if any check fails, issue one ``ConvergenceWarning`` listing all failures.
+
+    Returns the ``Diagnostics`` (so callers need not compute them twice).
+    ``stacklevel`` as in ``warnings.warn``, counted from the caller.
+    """
+    result = diagnose(idata, class_names, feature_names)
+    if result.problems:
+        warnings.warn(warning_message(result), ConvergenceWarning, stacklevel=stacklevel + 1)
+    return result
+
+
+# -- EM and MAP --------------------------------------------------------------
+
+OPTIMIZERS = {"em": "EM", "map": "MAP (L-BFGS)"}
+
+
+class PointDiagnostics(NamedTuple):
+    """Stopping report of an EM or MAP fit (``ORLR.diagnostics()`` for ``method="em"|"map"``).
+
+    Attributes:
+        method: "em" or "map".
+        converged: the relative change of the log posterior fell below ``tol``
+            (EM), or L-BFGS met its tolerances (MAP).
+        n_iter: iterations run; max_iter, tol: the settings.
+        relative_change: ``|lp_T - lp_{T-1}| / max(|lp_{T-1}|, 1)`` at the last
+            EM iteration; None for MAP, or an EM model loaded from disk (the
+            history is not saved).
+        problems: one sentence when not converged, else empty.
+    """
+
+    method: str
+    converged: bool
+    n_iter: int
+    max_iter: int
+    tol: float
+    relative_change: float | None
+    problems: list[str]
+
+    def summary_lines(self) -> list[str]:
+        """One line: iterations, final relative change and the verdict."""
+        change = "" if self.relative_change is None else f", final relative change {self.relative_change:.2g}"
+        verdict = "converged" if self.converged else "NOT converged"
+        name = OPTIMIZERS[self.method]
+        return [f"{name}: {_count(self.n_iter, 'iteration')} (max_iter={self.max_iter}){change}; {verdict}"]
+
+    def summary(self) -> str:
+        return "\n".join(self.summary_lines())
+
+
+def optimizer_diagnostics(
+    method: str, converged: bool, n_iter: int, max_iter: int, tol: float, relative_change: float | None = None
+) -> PointDiagnostics:
+    """``PointDiagnostics`` with the problem sentence of an EM/MAP fit that did not converge."""
+    if method not in OPTIMIZERS:
+        raise ValueError(f"method={method!r}: point diagnostics are for {tuple(OPTIMIZERS)}")
+    problems = []
+    if not converged:
+        problem = (
+            f"{OPTIMIZERS[method]} stopped after {_count(n_iter, 'iteration')} without meeting tol={tol:g}"
+        )
+        if n_iter < max_iter:
+            # L-BFGS can stop early when its line search fails (e.g. float32 round-off near the optimum).
+            problem += f" (its line search failed before max_iter={max_iter}); try float64 or a prior_scale"
+        else:
+            problem += "; raise max_iter"
+        problems.append(problem)
+    return PointDiagnostics(
+        method, bool(converged), int(n_iter), int(max_iter), float(tol), relative_change, problems
+    )
