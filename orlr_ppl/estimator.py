@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import __version__
 from .bags import DEFAULT_MAX_LABELS, check_label_sets, instance_posteriors, pack_bags, packed_posteriors
 from .data import MIMLData
-from .metrics import instance_accuracy
+from .metrics import check_credible_mass, equal_tailed_interval, instance_accuracy
 from .model import check_features
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
@@ -559,16 +559,14 @@ class ORLR(_BagClassifier):
         point estimate: the interval collapses to it (lower == upper ==
         ``predict_proba``).
         """
-        if not 0.0 < prob < 1.0:
-            raise ValueError(f"prob={prob}: the credible mass must lie strictly between 0 and 1, e.g. 0.94")
+        check_credible_mass(prob)
         feats = self._check_bags(bags)
         if label_sets is None:
             draws = self._draw_proba(feats)
         else:
             stacked = np.stack(list(self._draw_posteriors(feats, label_sets)))
             draws = np.split(stacked, np.cumsum([len(x) for x in feats])[:-1], axis=1)
-        q = [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0]
-        return [np.moveaxis(np.quantile(p, q, axis=0), 0, -1) for p in draws]
+        return [equal_tailed_interval(p, prob) for p in draws]
 
     def predict_uncertainty(self, bags: Bags) -> list[np.ndarray]:
         """B arrays (n_b, 2): predictive entropy and mutual information (nats).

@@ -136,3 +136,19 @@ def expected_calibration_error(
         if sel.any():
             ece += sel.mean() * abs(np.mean(pred[sel] == t[sel]) - conf[sel].mean())
     return float(ece)
+
+
+def check_credible_mass(prob: float) -> None:
+    """ValueError unless ``0 < prob < 1``."""
+    if not 0.0 < prob < 1.0:
+        raise ValueError(f"prob={prob}: the credible mass must lie strictly between 0 and 1, e.g. 0.94")
+
+
+def equal_tailed_interval(draws: np.ndarray, prob: float) -> np.ndarray:
+    """(..., 2) equal-tailed credible interval over the leading axis of ``draws`` (S, ...).
+
+    The bounds are the ``(1 - prob) / 2`` and ``(1 + prob) / 2`` quantiles of the S draws.
+    """
+    check_credible_mass(prob)
+    q = [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0]
+    return np.moveaxis(np.quantile(np.asarray(draws, dtype=float), q, axis=0), 0, -1)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
-from .metrics import expected_calibration_error
+from .metrics import equal_tailed_interval, expected_calibration_error
 
 if TYPE_CHECKING:
     import arviz as az
@@ -269,11 +269,7 @@ def proba_intervals(draws: np.ndarray, mass: float = 0.9) -> ProbaIntervals:
     draws = np.asarray(draws, dtype=float)
     if draws.ndim != 3:
         raise ValueError(f"draws must be (S, n, C), got shape {draws.shape}: stack one (n, C) array per draw")
-    if not 0 < mass < 1:
-        raise ValueError(f"mass must be in (0, 1), got {mass}")
-    tail = (1 - mass) / 2
-    interval = np.moveaxis(np.quantile(draws, [tail, 1 - tail], axis=0), 0, -1)
-    return ProbaIntervals(draws.mean(axis=0), interval, mass)
+    return ProbaIntervals(draws.mean(axis=0), equal_tailed_interval(draws, mass), mass)
 
 
 def interval_plot(
