@@ -67,6 +67,9 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="Letter Frost draw and folds")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--save", default=None, help="JSON file updated with the per-fold rows after each fold"
+    )
     args = parser.parse_args()
     data = load_letter_frost(args.uci_path, seed=args.seed)
     folds = list(data.kfold(args.folds, seed=args.seed))
@@ -96,6 +99,8 @@ def main() -> None:
                     "divergences": int(np.asarray(stats["diverging"]).sum()),
                 }
         rows.append(row)
+        if args.save:
+            Path(args.save).write_text(json.dumps(rows, indent=1))  # kept fold by fold: a long run
         jax.clear_caches()  # each fold compiles for its own bag shapes
         if not args.json:
             m, n = row["map"], row["nuts"]
@@ -107,9 +112,7 @@ def main() -> None:
                 flush=True,
             )
     keys = rows[0]["map"].keys()
-    summary = {
-        name: {key: _mean_sd([r[name][key] for r in rows]) for key in keys} for name in ("map", "nuts")
-    }
+    summary = {name: {key: _mean_sd([r[name][key] for r in rows]) for key in keys} for name in METHODS}
     if args.json:
         print(json.dumps({"folds": rows, "mean_sd": summary}, indent=1))
         return
