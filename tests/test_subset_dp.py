@@ -152,6 +152,29 @@ def test_extreme_logits_are_finite_and_exact(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n_labels", [5, 6])
+@pytest.mark.parametrize("extreme", [False, True])
+def test_large_label_sets_match_brute_force(dtype, n_labels, extreme):
+    """|Y| = 5, 6: the 32 and 64 subsets are summed in halves (``_reduce``), in both passes.
+
+    With ``extreme``, one label is ~e^-400 (float32) or ~e^-800 (float64)
+    likely, so the probability pass underflows and the log-space rerun answers.
+    """
+    rng = np.random.default_rng(n_labels)
+    n, c = n_labels, n_labels + 1
+    logits = rng.normal(scale=2.0, size=(n, c))
+    labels = sorted(rng.choice(c, n_labels, replace=False).tolist())
+    if extreme:
+        logits[:, labels[-1]] -= 400.0 if dtype == "float32" else 800.0
+    ref_ll, ref_post = brute_force(logits, labels)
+    with precision(dtype):
+        ll = orlr_ppl.bag_log_likelihood([logits], [labels])[0]
+        post = orlr_ppl.instance_posteriors([logits], [labels])[0]
+    assert abs(ll - ref_ll) <= TOL[dtype] * max(1.0, abs(ref_ll)), (ll, ref_ll)
+    np.testing.assert_allclose(post, ref_post, atol=TOL[dtype] * 10, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_long_bag_matches_independent_float64(dtype):
     """5,000 instances, |Y| = 5: finite, exact, linear-time."""
     rng = np.random.default_rng(0)
