@@ -13,9 +13,14 @@ worst parameters:
 - ``rotate``: features rotated to their principal axes, an orthogonal map under
   which the isotropic Normal prior is unchanged, so the posterior is the same up to
   the rotation (draws are rotated back), diagonal mass matrix;
-- ``hier``: ``W_raw = tau * z``, ``z ~ Normal(0, 1)``, ``tau ~ HalfNormal(1)`` (non-centred).
+- ``hier``: ``W_raw = tau * z``, ``z ~ Normal(0, 1)``, ``tau ~ HalfNormal(1)`` (non-centred);
+- ``hier-centred``: ``W_raw ~ Normal(0, tau)``, ``tau ~ HalfNormal(1)`` (centred: ``tau``
+  is informed by all the weights, where non-centring only helps weakly informed groups),
+  chains from the MAP (``tau`` at the MAP weights' root mean square), in parallel when JAX has a
+  device per chain.
 
     python benchmarks/diagnose_posterior.py default laplace rotate hier --num-warmup 500 --num-samples 500
+    python benchmarks/diagnose_posterior.py hier-centred --num-chains 4 --num-warmup 300 --num-samples 1000
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from numpyro.infer import MCMC, NUTS, init_to_value
 from orlr_ppl.datasets import load_letter_frost
 from orlr_ppl.distribution import BagLabelSet
 from orlr_ppl.infer_map import fit_map
+from orlr_ppl.infer_nuts import jittered_inits, resolve_chain_method
 from orlr_ppl.inference_data import az
 from orlr_ppl.model import ModelData, make_model_data, orlr_model, sum_to_zero_basis
 from orlr_ppl.objective import log_posterior, make_flat_data
@@ -63,8 +69,32 @@ def hierarchical_model(data: ModelData, prior_scale: float = 1.0, intercept_scal
             )
 
 
-def _map_start(bags: list, sets: list, n_classes: int) -> tuple[dict, np.ndarray]:
-    """MAP raw parameters and the Laplace covariance (inverse Hessian) at them."""
+def centred_hierarchical_model(
+    data: ModelData, prior_scale: float = 1.0, intercept_scale: float = 10.0
+) -> None:
+    """``orlr_model`` with ``W_raw ~ Normal(0, tau)``, ``tau ~ HalfNormal(prior_scale)`` (centred)."""
+    basis = jnp.asarray(sum_to_zero_basis(data.n_classes), jnp.float32)
+    tau = numpyro.sample("tau", dist.HalfNormal(prior_scale))
+    w_raw = numpyro.sample(
+        "W_raw", dist.Normal(0, tau).expand((data.n_features, data.n_classes - 1)).to_event(2)
+    )
+    b_raw = numpyro.sample(
+        "beta_raw", dist.Normal(0, intercept_scale).expand((data.n_classes - 1,)).to_event(1)
+    )
+    w, beta = w_raw @ basis.T, b_raw @ basis.T
+    for k, bucket in enumerate(data.buckets):
+        with numpyro.plate(f"bags_{k}", bucket.mask.shape[0]):
+            numpyro.sample(
+                f"Y_{k}",
+                BagLabelSet(bucket.features @ w + beta, bucket.mask, max_labels=bucket.max_labels),
+                obs=bucket.label_sets,
+            )
+
+
+def _map_start(
+    bags: list, sets: list, n_classes: int, hessian: bool = True
+) -> tuple[dict, np.ndarray | None]:
+    """MAP raw parameters and the Laplace covariance (inverse Hessian) at them (None without ``hessian``)."""
     flat = make_flat_data(bags, sets, n_classes)
     fit = fit_map(flat, 1.0, 10.0)
     basis = sum_to_zero_basis(n_classes)
@@ -72,6 +102,8 @@ def _map_start(bags: list, sets: list, n_classes: int) -> tuple[dict, np.ndarray
         "W_raw": jnp.asarray(fit.W @ basis, jnp.float32),
         "beta_raw": jnp.asarray(fit.beta @ basis, jnp.float32),
     }
+    if not hessian:
+        return start, None
     x0, unravel = ravel_pytree(start)  # same order as NumPyro's flattening (sorted site names)
     hess = np.asarray(jax.hessian(lambda v: -log_posterior(unravel(v), flat, 1.0, 10.0))(x0), np.float64)
     return start, np.linalg.inv(0.5 * (hess + hess.T))
@@ -87,6 +119,7 @@ def run(variant: str, bags: list, sets: list, n_classes: int, args: argparse.Nam
     data = make_model_data(bags, sets, n_classes)
     zeros = {"W_raw": jnp.zeros((d, n_classes - 1)), "beta_raw": jnp.zeros(n_classes - 1)}
     t0 = time.perf_counter()
+    init_params = None
     if variant == "laplace":
         start, cov = _map_start(bags, sets, n_classes)
         kernel = NUTS(
@@ -99,11 +132,18 @@ def run(variant: str, bags: list, sets: list, n_classes: int, args: argparse.Nam
     elif variant == "hier":
         start = {"tau": jnp.asarray(1.0), "z": zeros["W_raw"], "beta_raw": zeros["beta_raw"]}
         kernel = NUTS(hierarchical_model, init_strategy=init_to_value(values=start))
+    elif variant == "hier-centred":
+        start, _ = _map_start(bags, sets, n_classes, hessian=False)
+        start["tau"] = jnp.sqrt(jnp.mean(start["W_raw"] ** 2))
+        kernel = NUTS(centred_hierarchical_model, init_strategy=init_to_value(values=start))
+        init_params = jittered_inits(start, args.num_chains, 0.1, 0)
+        init_params["tau"] = jnp.abs(init_params["tau"])
     else:
         kernel = NUTS(orlr_model, init_strategy=init_to_value(values=zeros))
+    method = "sequential" if variant != "hier-centred" else resolve_chain_method("auto", args.num_chains)
     mcmc = MCMC(kernel, num_warmup=args.num_warmup, num_samples=args.num_samples, num_chains=args.num_chains,
-                chain_method="sequential", progress_bar=False)  # fmt: skip
-    mcmc.run(jax.random.PRNGKey(0), data, extra_fields=("diverging", "num_steps"))
+                chain_method=method, progress_bar=False)  # fmt: skip
+    mcmc.run(jax.random.PRNGKey(0), data, extra_fields=("diverging", "num_steps"), init_params=init_params)
     wall = time.perf_counter() - t0
     draws = mcmc.get_samples(group_by_chain=True)
     basis = sum_to_zero_basis(n_classes)
@@ -137,7 +177,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    parser.add_argument("variants", nargs="+", choices=["default", "laplace", "rotate", "hier"])
+    variants = ["default", "laplace", "rotate", "hier", "hier-centred"]
+    parser.add_argument("variants", nargs="+", choices=variants)
     parser.add_argument("--uci-path", default=str(SHARED / "letter-recognition.data"))
     parser.add_argument("--num-warmup", type=int, default=500)
     parser.add_argument("--num-samples", type=int, default=500)

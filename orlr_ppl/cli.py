@@ -371,7 +371,9 @@ def _add_fit_args(
 ) -> None:
     """Fit options; the NUTS defaults are ``ORLR``'s (4 chains of 300 warmup + 1,000 draws)."""
     p.add_argument("--prior-scale", type=float, default=1.0, help="sd of the weight prior (<= 0: none)")
-    p.add_argument("--max-iter", type=int, default=50, help="EM / L-BFGS iterations")
+    p.add_argument(
+        "--max-iter", type=int, default=None, help="EM / L-BFGS iterations (default: 50 for EM, 500 for MAP)"
+    )
     p.add_argument("--num-warmup", type=int, default=num_warmup, help="NUTS warmup per chain")
     p.add_argument("--num-samples", type=int, default=num_samples, help="NUTS draws per chain")
     p.add_argument("--num-chains", type=int, default=num_chains, help="NUTS chains")

@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a repo
     from .diagnostics import Diagnostics, PointDiagnostics
 
 METHODS = ("em", "map", "nuts", "svi")
+DEFAULT_MAX_ITER = {"em": 50, "map": 500}
+"""``ORLR(max_iter=None)``: EM's published budget; L-BFGS takes more, cheaper steps."""
 BAG_SCORE_RULES = ("max", "model")
 
 Bags = Sequence[np.ndarray] | MIMLData
@@ -279,7 +281,8 @@ class ORLR(_BagClassifier):
         fit_intercept: learn per-class intercepts.
         n_classes: number of classes; default: largest label + 1.
         max_labels: largest label set accepted (the DP holds 2**K states).
-        max_iter: EM iterations (default 50, as published) or L-BFGS iterations.
+        max_iter: EM iterations or L-BFGS iterations; None: 50 for EM (the
+            published budget), 500 for MAP (L-BFGS needs more, cheaper steps).
         m_steps: EM only: gradient-ascent steps (Armijo line search) per
             M-step. 1 is the classic generalised EM; more steps move each
             M-step closer to its maximum, and, without a prior, the fit
@@ -321,7 +324,7 @@ class ORLR(_BagClassifier):
         fit_intercept: bool = True,
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
-        max_iter: int = 50,
+        max_iter: int | None = None,
         m_steps: int = 10,
         tol: float = 1e-6,
         num_warmup: int = 300,
@@ -386,7 +389,7 @@ class ORLR(_BagClassifier):
             res = fit_em(
                 data,
                 **scales,
-                max_iter=self.max_iter,
+                max_iter=self._max_iter(),
                 m_steps=self.m_steps,
                 tol=self.tol,
                 fit_intercept=self.fit_intercept,
@@ -394,7 +397,7 @@ class ORLR(_BagClassifier):
             self.history_ = res.history
         else:
             res = fit_map(
-                data, **scales, max_iter=self.max_iter, tol=self.tol, fit_intercept=self.fit_intercept
+                data, **scales, max_iter=self._max_iter(), tol=self.tol, fit_intercept=self.fit_intercept
             )
         self.coef_, self.intercept_ = np.asarray(res.W), np.asarray(res.beta)
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
@@ -448,6 +451,11 @@ class ORLR(_BagClassifier):
         self._diagnostics = warn_if_unconverged(idata, stacklevel=3)
         return self
 
+    def _max_iter(self) -> int:
+        if self.max_iter is not None:
+            return int(self.max_iter)
+        return DEFAULT_MAX_ITER.get(self.method, DEFAULT_MAX_ITER["em"])
+
     def _nuts_start(self, bags, label_sets, n_classes: int) -> dict[str, np.ndarray] | None:
         """Raw starting parameters for NUTS: the MAP (``init="map"``) or None (zeros)."""
         if self.init not in ("map", "zeros"):
@@ -489,7 +497,7 @@ class ORLR(_BagClassifier):
         if history is not None and len(history) > 1:
             change = float(abs(history[-1] - history[-2]) / max(abs(history[-2]), 1.0))
         return optimizer_diagnostics(
-            self.method, self.converged_, self.n_iter_, self.max_iter, self.tol, relative_change=change
+            self.method, self.converged_, self.n_iter_, self._max_iter(), self.tol, relative_change=change
         )
 
     def _set_draws(self, idata) -> None:

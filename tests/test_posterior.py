@@ -47,7 +47,10 @@ def nuts_fit():
 @pytest.fixture(scope="module")
 def map_fit(nuts_fit):
     _, (bags, sets, _) = nuts_fit
-    return ORLR(method="map", max_iter=200).fit(bags, sets)
+    with warnings.catch_warnings():
+        # With its default max_iter (500 for MAP), L-BFGS converges here: no warning.
+        warnings.simplefilter("error", ConvergenceWarning)
+        return ORLR(method="map").fit(bags, sets)
 
 
 def test_nuts_inference_data_and_diagnostics(nuts_fit):
@@ -214,8 +217,10 @@ def test_em_and_map_that_stop_early_warn(nuts_fit, map_fit):
         ConvergenceWarning, match=r"^MAP \(L-BFGS\) stopped after 1 iteration .*raise max_iter"
     ):
         ORLR(method="map", max_iter=1).fit(bags, sets)
-    # The fixture's MAP fit (max_iter=200) converged: no problem, and no warning was issued for it.
+    # The fixture's MAP fit (default max_iter) converged: no problem, and no warning was issued for it.
     assert map_fit.converged_ and map_fit.diagnostics().problems == []
+    assert map_fit.get_params()["max_iter"] is None and map_fit.diagnostics().max_iter == 500
+    assert ORLR(method="em")._max_iter() == 50 and ORLR(method="em", max_iter=7)._max_iter() == 7
     assert map_fit.diagnostics().summary_lines()[0].endswith("; converged")
 
 
