@@ -5,8 +5,9 @@ standardised on the training bags, then ``ORLR(method="map")`` and
 ``ORLR(method="nuts")`` (package defaults, same prior) are fitted on the
 training bags' label sets and scored on the held-out bags:
 
-- inductive instance accuracy and ECE (top-class confidence, 10 bins) of the
-  MAP predictive and of the posterior-mean predictive ``E_theta p(y | x, theta)``;
+- inductive instance accuracy, ECE (top-class confidence, 10 bins) and mean top-class
+  confidence of the MAP predictive and of the posterior-mean predictive
+  ``E_theta p(y | x, theta)``;
 - the five bag metrics with the paper's bag score (``max_i p(y_i = c | x_i)``)
   and with the model's own ``P(c in Y_b | X_b) = 1 - prod_i (1 - p(y_i = c | x_i))``
   (``bag_scores(rule="model")``); the predicted label set is the union of
@@ -46,6 +47,8 @@ def _scores(model: ORLR, test) -> dict[str, float]:
     out = {
         "accuracy": metrics.instance_accuracy(test.instance_labels, [p.argmax(1) for p in proba]),
         "ece": metrics.expected_calibration_error(test.instance_labels, proba),
+        # Above accuracy: overconfident; below: underconfident (ECE alone hides the side).
+        "mean_confidence": float(np.mean(np.concatenate([p.max(1) for p in proba]))),
         "hamming_loss": metrics.hamming_loss(test.label_sets, model.predict_bags(test)),
     }
     for rule in ("max", "model"):
