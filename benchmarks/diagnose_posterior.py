@@ -49,6 +49,17 @@ from orlr_ppl.objective import log_posterior, make_flat_data
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def _observe(data: ModelData, w: jax.Array, beta: jax.Array) -> None:
+    """The observed label-set sites of ``orlr_model`` for weights ``w`` (d, C), ``beta`` (C,)."""
+    for k, bucket in enumerate(data.buckets):
+        with numpyro.plate(f"bags_{k}", bucket.mask.shape[0]):
+            numpyro.sample(
+                f"Y_{k}",
+                BagLabelSet(bucket.features @ w + beta, bucket.mask, max_labels=bucket.max_labels),
+                obs=bucket.label_sets,
+            )
+
+
 def hierarchical_model(data: ModelData, prior_scale: float = 1.0, intercept_scale: float = 10.0) -> None:
     """``orlr_model`` with a half-normal hyperprior on the weights' common scale (non-centred)."""
     basis = jnp.asarray(sum_to_zero_basis(data.n_classes), jnp.float32)
@@ -60,13 +71,7 @@ def hierarchical_model(data: ModelData, prior_scale: float = 1.0, intercept_scal
     w, beta = (tau * z) @ basis.T, b_raw @ basis.T
     numpyro.deterministic("W", w)
     numpyro.deterministic("beta", beta)
-    for k, bucket in enumerate(data.buckets):
-        with numpyro.plate(f"bags_{k}", bucket.mask.shape[0]):
-            numpyro.sample(
-                f"Y_{k}",
-                BagLabelSet(bucket.features @ w + beta, bucket.mask, max_labels=bucket.max_labels),
-                obs=bucket.label_sets,
-            )
+    _observe(data, w, beta)
 
 
 def centred_hierarchical_model(
@@ -82,13 +87,7 @@ def centred_hierarchical_model(
         "beta_raw", dist.Normal(0, intercept_scale).expand((data.n_classes - 1,)).to_event(1)
     )
     w, beta = w_raw @ basis.T, b_raw @ basis.T
-    for k, bucket in enumerate(data.buckets):
-        with numpyro.plate(f"bags_{k}", bucket.mask.shape[0]):
-            numpyro.sample(
-                f"Y_{k}",
-                BagLabelSet(bucket.features @ w + beta, bucket.mask, max_labels=bucket.max_labels),
-                obs=bucket.label_sets,
-            )
+    _observe(data, w, beta)
 
 
 def _map_start(
@@ -138,6 +137,8 @@ def run(variant: str, bags: list, sets: list, n_classes: int, args: argparse.Nam
         kernel = NUTS(centred_hierarchical_model, init_strategy=init_to_value(values=start))
         init_params = jittered_inits(start, args.num_chains, 0.1, 0)
         init_params["tau"] = jnp.abs(init_params["tau"])
+        if args.num_chains == 1:  # NumPyro takes one chain's start without a chain axis
+            init_params = {k: v[0] for k, v in init_params.items()}
     else:
         kernel = NUTS(orlr_model, init_strategy=init_to_value(values=zeros))
     method = "sequential" if variant != "hier-centred" else resolve_chain_method("auto", args.num_chains)
