@@ -12,6 +12,8 @@ identified by the bag labels).
 
     python benchmarks/bench_posterior.py                      # both datasets, defaults
     python benchmarks/bench_posterior.py --dataset letter-frost --num-samples 1000 --json
+    python benchmarks/bench_posterior.py --dataset letter-frost --seed 1   # other chains
+    python benchmarks/bench_posterior.py --dataset letter-frost --compilation-cache /tmp/c  # twice
 
 Not a test: machines are shared, so wall times are for the record only.
 """
@@ -77,8 +79,8 @@ def _mode_switching(model: ORLR, bags: list, sets: list, cls: int) -> list[dict]
     return rows
 
 
-def run(name: str, bags: list, sets: list, class_names: list[str], params: dict) -> dict:
-    model = ORLR(method="nuts", random_state=0, **params)
+def run(name: str, bags: list, sets: list, class_names: list[str], params: dict, seed: int = 0) -> dict:
+    model = ORLR(method="nuts", random_state=seed, **params)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # reported below, in full
@@ -111,7 +113,8 @@ def run(name: str, bags: list, sets: list, class_names: list[str], params: dict)
             )
         ),
         "settings": {
-            k: model.get_params()[k] for k in ("num_warmup", "num_samples", "num_chains", "prior_scale")
+            k: model.get_params()[k]
+            for k in ("num_warmup", "num_samples", "num_chains", "prior_scale", "random_state")
         },
         "chain_method": stats.attrs.get("chain_method"),
         "wall_s": round(wall, 1),
@@ -152,8 +155,20 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=None, help="default: ORLR's")
     parser.add_argument("--num-chains", type=int, default=None, help="default: ORLR's")
     parser.add_argument("--prior-scale", type=float, default=None, help="default: ORLR's")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="ORLR's random_state: the chains' keys and jitter"
+    )
+    parser.add_argument(
+        "--compilation-cache",
+        default=None,
+        metavar="DIR",
+        help="keep compiled programs in DIR (JAX's persistent cache, as the CLI does); "
+        "run twice to time a warm cache",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
+    if args.compilation_cache:
+        orlr_ppl.enable_compilation_cache(args.compilation_cache)
     params = {
         k: v
         for k, v in {
@@ -171,7 +186,9 @@ def main() -> None:
         "jax": jax.__version__,
         "devices": [str(d) for d in jax.devices()],
     }
-    results = [run(name, *ds, params) for name, ds in _datasets(args.dataset, args.uci_path).items()]
+    results = [
+        run(name, *ds, params, args.seed) for name, ds in _datasets(args.dataset, args.uci_path).items()
+    ]
     if args.json:
         print(json.dumps({"machine": machine, "results": results}, indent=1, default=str))
         return

@@ -94,8 +94,7 @@ def _map_start(
     bags: list, sets: list, n_classes: int, hessian: bool = True
 ) -> tuple[dict, np.ndarray | None]:
     """MAP raw parameters and the Laplace covariance (inverse Hessian) at them (None without ``hessian``)."""
-    flat = make_flat_data(bags, sets, n_classes)
-    fit = fit_map(flat, 1.0, 10.0)
+    fit = fit_map(make_model_data(bags, sets, n_classes), 1.0, 10.0)
     basis = sum_to_zero_basis(n_classes)
     start = {
         "W_raw": jnp.asarray(fit.W @ basis, jnp.float32),
@@ -104,6 +103,7 @@ def _map_start(
     if not hessian:
         return start, None
     x0, unravel = ravel_pytree(start)  # same order as NumPyro's flattening (sorted site names)
+    flat = make_flat_data(bags, sets, n_classes)
     hess = np.asarray(jax.hessian(lambda v: -log_posterior(unravel(v), flat, 1.0, 10.0))(x0), np.float64)
     return start, np.linalg.inv(0.5 * (hess + hess.T))
 

@@ -13,6 +13,7 @@ from .bags import (
     packed_log_likelihood,
     packed_posteriors,
 )
+from .compilation_cache import enable_compilation_cache
 from .estimator import ORLR, MajorityClass, SoftmaxRegression
 from .subset_dp import DPResult, bucket_dp, bucket_log_likelihood, bucket_posteriors
 
@@ -28,6 +29,7 @@ __all__ = [
     "bag_log_likelihood",
     "bucket_log_likelihood",
     "bucket_posteriors",
+    "enable_compilation_cache",
     "instance_posteriors",
     "pack_bags",
     "packed_log_likelihood",

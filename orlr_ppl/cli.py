@@ -101,6 +101,7 @@ def _estimator_from_args(args: argparse.Namespace, n_classes: int | None):
         num_warmup=args.num_warmup,
         num_samples=args.num_samples,
         num_chains=args.num_chains,
+        max_num_samples=args.max_num_samples,
         progress_bar=not args.quiet,
         random_state=args.seed,
     )
@@ -115,6 +116,7 @@ def _nuts_from_args(args: argparse.Namespace):
         num_warmup=args.num_warmup,
         num_samples=args.num_samples,
         num_chains=args.num_chains,
+        max_num_samples=args.max_num_samples,
         random_state=args.seed,
     )
 
@@ -367,9 +369,13 @@ def _add_data_args(
 
 
 def _add_fit_args(
-    p: argparse.ArgumentParser, num_warmup: int = 300, num_samples: int = 1000, num_chains: int = 4
+    p: argparse.ArgumentParser,
+    num_warmup: int = 300,
+    num_samples: int = 1000,
+    num_chains: int = 4,
+    max_num_samples: int | None = None,
 ) -> None:
-    """Fit options; the NUTS defaults are ``ORLR``'s (4 chains of 300 warmup + 1,000 draws)."""
+    """Fit options; the NUTS defaults are ``ORLR``'s (4 chains of 300 warmup + 1,000 draws, up to 2,000)."""
     p.add_argument("--prior-scale", type=float, default=1.0, help="sd of the weight prior (<= 0: none)")
     p.add_argument(
         "--max-iter", type=int, default=None, help="EM / L-BFGS iterations (default: 50 for EM, 500 for MAP)"
@@ -377,6 +383,13 @@ def _add_fit_args(
     p.add_argument("--num-warmup", type=int, default=num_warmup, help="NUTS warmup per chain")
     p.add_argument("--num-samples", type=int, default=num_samples, help="NUTS draws per chain")
     p.add_argument("--num-chains", type=int, default=num_chains, help="NUTS chains")
+    p.add_argument(
+        "--max-num-samples",
+        type=int,
+        default=max_num_samples,
+        help="NUTS draws per chain at most: unconverged chains go on up to this many "
+        "(default: twice --num-samples; <= --num-samples: never)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -393,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--n-bags", type=int, default=200, help="training bags (default 200)")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", default=str(DEMO_DIR), help=f"where to save the models (default {DEMO_DIR})")
-    _add_fit_args(demo, num_warmup=200, num_samples=200, num_chains=2)
+    _add_fit_args(demo, num_warmup=200, num_samples=200, num_chains=2, max_num_samples=0)
     demo.set_defaults(func=_demo)
 
     fit = sub.add_parser("fit", help="fit ORLR and save it under models/")
@@ -440,6 +453,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--num-warmup", type=int, default=100, help="ORLR-NUTS warmup per chain")
     ev.add_argument("--num-samples", type=int, default=100, help="ORLR-NUTS draws per chain")
     ev.add_argument("--num-chains", type=int, default=2, help="ORLR-NUTS chains")
+    ev.add_argument(
+        "--max-num-samples",
+        type=int,
+        default=0,
+        help="ORLR-NUTS draws per chain at most: unconverged chains go on up to this many (0: never)",
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.add_argument("--json", action="store_true", help="print JSON")
     ev.set_defaults(func=_evaluate)
@@ -448,6 +467,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .compilation_cache import enable_compilation_cache
+
+    # A second run loads the compiled programs instead of compiling them again.
+    enable_compilation_cache()
     try:
         return args.func(args)
     except ValueError as err:

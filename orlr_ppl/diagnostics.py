@@ -113,6 +113,27 @@ def convergence_table(
     return table[TABLE_COLUMNS]
 
 
+def mixing_converged(draws: dict[str, np.ndarray]) -> bool:
+    """Whether (chain, draw, ...) draws of ``W`` and ``beta`` pass the R-hat and bulk/tail ESS checks.
+
+    The checks of ``convergence_problems`` that more draws of the same chains
+    can fix (``fit_nuts(max_num_samples=...)`` uses it to decide whether to go
+    on). Parameters constant over all draws are exempt; with one chain, R-hat
+    is not checked.
+    """
+    posterior = az.convert_to_dataset({k: np.asarray(v) for k, v in draws.items() if k in INTERPRETABLE})
+    with _quiet_arviz():
+        checks = [(az.ess(posterior, method=m), ESS_MIN, np.greater_equal) for m in ("bulk", "tail")]
+        if posterior.sizes["chain"] > 1:
+            checks.append((az.rhat(posterior), RHAT_MAX, np.less_equal))
+    for name, values in posterior.data_vars.items():
+        varies = np.asarray(values.std(("chain", "draw"))) > 0
+        for result, bound, ok in checks:
+            if not np.all(ok(np.asarray(result[name])[varies], bound)):
+                return False
+    return True
+
+
 def _stat(stats: xr.Dataset | None, name: str) -> np.ndarray | None:
     return np.asarray(stats[name]) if stats is not None and name in stats else None
 
@@ -142,7 +163,8 @@ def _loo_summary(idata: az.InferenceData) -> dict[str, Any]:
 def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     """Sampler statistics of a fit; any statistic the ``InferenceData`` lacks is None.
 
-    Returns a dict with ``n_chains``, ``n_draws`` (per chain); ``mcmc`` (True
+    Returns a dict with ``n_chains``, ``n_draws`` (per chain), ``n_draws_planned``
+    (fewer than ``n_draws`` when unconverged chains went on); ``mcmc`` (True
     when there is a ``sample_stats`` group, i.e. NUTS; an SVI posterior has
     none); ``n_divergent``; ``max_tree_depth`` (``sample_stats.attrs``),
     ``n_at_max_treedepth``, ``mean_tree_depth``, ``mean_n_steps`` (leapfrog
@@ -161,6 +183,8 @@ def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     }
     diverging = _stat(stats, "diverging")
     out["n_divergent"] = None if diverging is None else int(np.sum(diverging))
+    planned = None if stats is None else stats.attrs.get("num_samples_planned")
+    out["n_draws_planned"] = None if planned is None else int(planned)
     depth = _stat(stats, "tree_depth")
     max_depth = None if stats is None else stats.attrs.get("max_tree_depth")
     out["max_tree_depth"] = None if max_depth is None else int(max_depth)
@@ -285,8 +309,12 @@ class Diagnostics(NamedTuple):
         if s["mcmc"]:
             r_hat = t.loc[t["sd"] > 0, "r_hat"].dropna()
             worst = r_hat.idxmax() if len(r_hat) else None
+            planned = s.get("n_draws_planned")
+            extended = (
+                f" (extended from {planned}: unconverged)" if planned and planned < s["n_draws"] else ""
+            )
             lines.append(
-                f"NUTS: {_count(s['n_chains'], 'chain')} x {s['n_draws']} draws, "
+                f"NUTS: {_count(s['n_chains'], 'chain')} x {s['n_draws']} draws{extended}, "
                 f"{_count(len(t), 'parameter')}"
             )
             lines.append(

@@ -15,6 +15,20 @@ from .subset_dp import bucket_log_likelihood
 Array = jax.Array
 
 
+def _slot_classes(present: Array, n_slots: int) -> Array:
+    """(B, C) bool label sets -> (B, n_slots) int32 their classes in increasing order, 0 past the end.
+
+    Slot ``j`` holds the class whose running count of set members is ``j + 1``.
+    A comparison and a sum rather than an argsort: with the data passed to a
+    compiled program as arguments, a sort would run at every gradient (XLA
+    folds it only when the data are constants), and CPU sorts are slow.
+    """
+    rank = jnp.cumsum(present, axis=-1, dtype=jnp.int32) - 1
+    hit = present[:, None, :] & (rank[:, None, :] == jnp.arange(n_slots, dtype=jnp.int32)[:, None])
+    classes = jnp.arange(present.shape[-1], dtype=jnp.int32)
+    return jnp.sum(jnp.where(hit, classes, 0), axis=-1, dtype=jnp.int32)
+
+
 class BagLabelSet(Distribution):
     """Label set of a bag: the union of its instances' independent labels.
 
@@ -111,9 +125,8 @@ class BagLabelSet(Distribution):
         value = jnp.broadcast_to(value, batch + (c,)).reshape(-1, c)
         logits = jnp.broadcast_to(self.logits, batch + (n, c)).reshape(-1, n, c)
         mask = jnp.broadcast_to(self.instance_mask, batch + (n,)).reshape(-1, n)
-        # Stable argsort puts the set's classes first, in increasing order.
-        labels = jnp.argsort(value == 0, axis=-1, stable=True)[:, : self.max_labels]
+        labels = _slot_classes(value != 0, self.max_labels)
         label_mask = jnp.arange(self.max_labels) < n_labels.reshape(-1, 1)
-        ll = bucket_log_likelihood(logits, mask, labels.astype(jnp.int32), label_mask)
+        ll = bucket_log_likelihood(logits, mask, labels, label_mask)
         ll = jnp.where(n_labels.reshape(-1) > self.max_labels, jnp.nan, ll)
         return ll.reshape(batch)

@@ -27,7 +27,7 @@ from . import __version__
 from .bags import DEFAULT_MAX_LABELS, check_label_sets, instance_posteriors, pack_bags, packed_posteriors
 from .data import MIMLData
 from .metrics import check_credible_mass, equal_tailed_interval, instance_accuracy
-from .model import check_features
+from .model import ModelData, check_features
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
     from .diagnostics import Diagnostics, PointDiagnostics
@@ -290,6 +290,10 @@ class ORLR(_BagClassifier):
         tol: relative tolerance on the log posterior.
         num_warmup, num_samples, num_chains: NUTS settings (per chain). Chains run in
             parallel when JAX has a device per chain (see ``orlr_ppl.infer_nuts``).
+        max_num_samples: NUTS chains that fail the R-hat or ESS check after
+            ``num_samples`` draws go on, a quarter of ``num_samples`` at a time,
+            up to this many draws per chain; None: twice ``num_samples``; at
+            most ``num_samples``: never.
         init: where NUTS chains start: "map" (the MAP under the same prior, by
             L-BFGS, jittered per chain) or "zeros" (zero weights, jittered).
         guide ("normal" | "lowrank"), svi_steps, learning_rate,
@@ -330,6 +334,7 @@ class ORLR(_BagClassifier):
         num_warmup: int = 300,
         num_samples: int = 1000,
         num_chains: int = 4,
+        max_num_samples: int | None = None,
         init: str = "map",
         guide: str = "normal",
         svi_steps: int = 3000,
@@ -351,6 +356,7 @@ class ORLR(_BagClassifier):
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
+        self.max_num_samples = max_num_samples
         self.init = init
         self.guide = guide
         self.svi_steps = svi_steps
@@ -368,6 +374,7 @@ class ORLR(_BagClassifier):
         """
         from .infer_em import fit_em
         from .infer_map import fit_map
+        from .model import make_model_data
         from .objective import make_flat_data
 
         if self.method not in METHODS:
@@ -383,11 +390,12 @@ class ORLR(_BagClassifier):
         self.training_shape_ = _shape_of(bags)
         if self.method in ("nuts", "svi"):
             return self._fit_posterior(bags, label_sets, n_classes)
-        data = make_flat_data(bags, label_sets, n_classes, self.max_labels)
         scales = {"prior_scale": self.prior_scale, "intercept_scale": self.intercept_scale}
         if self.method == "em":
+            flat = make_flat_data(bags, label_sets, n_classes, self.max_labels)
+            n_features = flat.features.shape[1]
             res = fit_em(
-                data,
+                flat,
                 **scales,
                 max_iter=self._max_iter(),
                 m_steps=self.m_steps,
@@ -396,12 +404,18 @@ class ORLR(_BagClassifier):
             )
             self.history_ = res.history
         else:
+            data = make_model_data(bags, label_sets, n_classes, self.max_labels)
+            n_features = data.n_features
             res = fit_map(
-                data, **scales, max_iter=self._max_iter(), tol=self.tol, fit_intercept=self.fit_intercept
+                data,
+                **scales,
+                max_iter=self._max_iter(),
+                tol=self.tol,
+                fit_intercept=self.fit_intercept,
             )
         self.coef_, self.intercept_ = np.asarray(res.W), np.asarray(res.beta)
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
-        self.n_classes_, self.n_features_in_ = n_classes, data.features.shape[1]
+        self.n_classes_, self.n_features_in_ = n_classes, n_features
         if not self.converged_:
             from .diagnostics import ConvergenceWarning
 
@@ -429,7 +443,10 @@ class ORLR(_BagClassifier):
                 num_warmup=self.num_warmup,
                 num_samples=self.num_samples,
                 num_chains=self.num_chains,
-                init_values=self._nuts_start(bags, label_sets, n_classes),
+                max_num_samples=2 * self.num_samples
+                if self.max_num_samples is None
+                else self.max_num_samples,
+                init_values=self._nuts_start(data),
                 **common,
             )
         else:
@@ -456,7 +473,7 @@ class ORLR(_BagClassifier):
             return int(self.max_iter)
         return DEFAULT_MAX_ITER.get(self.method, DEFAULT_MAX_ITER["em"])
 
-    def _nuts_start(self, bags, label_sets, n_classes: int) -> dict[str, np.ndarray] | None:
+    def _nuts_start(self, data: ModelData) -> dict[str, np.ndarray] | None:
         """Raw starting parameters for NUTS: the MAP (``init="map"``) or None (zeros)."""
         if self.init not in ("map", "zeros"):
             raise ValueError(f"init={self.init!r}: choose 'map' or 'zeros'")
@@ -464,12 +481,10 @@ class ORLR(_BagClassifier):
             return None
         from .infer_map import fit_map
         from .model import sum_to_zero_basis
-        from .objective import make_flat_data
 
-        flat = make_flat_data(bags, label_sets, n_classes, self.max_labels)
         # A few hundred L-BFGS steps cost less than the warmup iterations they save.
-        fit = fit_map(flat, self.prior_scale, self.intercept_scale, fit_intercept=self.fit_intercept)
-        basis = sum_to_zero_basis(n_classes)
+        fit = fit_map(data, self.prior_scale, self.intercept_scale, fit_intercept=self.fit_intercept)
+        basis = sum_to_zero_basis(data.n_classes)
         start = {"W_raw": fit.W @ basis}
         if self.fit_intercept:
             start["beta_raw"] = fit.beta @ basis

@@ -1,4 +1,4 @@
-"""Full posterior of the ORed-logistic model by NUTS (``numpyro.infer.MCMC``).
+"""Full posterior of the ORed-logistic model by NUTS.
 
 Chains start from a point estimate (the MAP, computed by the caller), each
 jittered by ``init_jitter`` standard normal draws times its own scale, rather
@@ -6,9 +6,27 @@ than at zero weights: from zero, most of warmup is spent reaching the typical
 set. Distinct jitter per chain keeps R-hat meaningful: chains that agree after
 starting apart are evidence of convergence, chains started at one point are not.
 
-Chains run in parallel when JAX exposes at least as many devices as chains
-(on a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set before
-JAX starts; the ``orlr-ppl`` command line does this), else one after another.
+The sampler is NumPyro's NUTS kernel (``numpyro.infer.hmc``: diagonal or dense
+mass-matrix and step-size adaptation, multinomial sampling, the same
+trajectories as ``NUTS``), driven by one module-level program per chain,
+``_chain``: warmup in a ``fori_loop``, draws in a ``scan`` that also records
+each draw's per-bag log-likelihood for ``InferenceData``. Two reasons not to
+use ``numpyro.infer.MCMC``:
+
+- compile once: ``MCMC.run`` retraces and recompiles its loop on every call
+  (NumPyro 0.22), whereas ``_chain`` takes the data as arguments, so the next
+  fit of the same shape family (another fold, another prior scale) reuses it;
+- compile less: ``MCMC`` compiles the log-density gradient three times (its
+  initial-parameter search, the kernel's initial state, the trajectory loop),
+  several seconds each on Letter Frost. Here the starting states' potentials
+  and gradients come from ``log_density.potential_and_grad``, the very
+  executable the MAP start compiled, so the program holds one copy, in the
+  trajectory loop.
+
+Chains run in parallel (``jax.pmap``) when JAX exposes at least as many devices
+as chains (on a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
+set before JAX starts, which importing ``orlr_ppl`` does), else one after
+another through the same compiled program.
 
 Sampler statistics are kept under ArviZ's names (``diverging``, ``n_steps``,
 ``tree_depth``, ``step_size``, ``energy``, ``lp``, ``acceptance_rate``), with
@@ -18,26 +36,225 @@ package's ``diagnostics`` read them.
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import MCMC, NUTS, init_to_value
+from jax import lax
+from numpyro.infer.hmc import HMCState, hmc
+from numpyro.infer.util import ParamInfo
 
 from .inference_data import az, inference_data, with_derived, zeros_init
-from .model import ModelData, orlr_model
+from .log_density import Params, Scales, bucket_log_likelihoods, potential, potential_and_grad, prior_scales
+from .model import ModelArrays, ModelData, ModelShape, split_model_data
 
+Array = jax.Array
 ChainMethod = Literal["auto", "parallel", "sequential", "vectorized"]
 
-_EXTRA_FIELDS = (
-    "diverging",
-    "num_steps",
-    "energy",
-    "accept_prob",
-    "adapt_state.step_size",
-    "potential_energy",
+
+class NUTSSettings(NamedTuple):
+    """Static sampler settings (one compiled program per distinct value).
+
+    Attributes:
+        num_warmup: adapting iterations (the adaptation schedule depends on it).
+        max_tree_depth, target_accept_prob, dense_mass: NUTS settings.
+        fit_intercept: the model samples ``beta_raw``.
+        block: iterations per call of the compiled program; any number of
+            iterations runs as calls of it, so the draw count is not static.
+    """
+
+    num_warmup: int
+    max_tree_depth: int = 10
+    target_accept_prob: float = 0.8
+    dense_mass: bool = False
+    fit_intercept: bool = True
+    block: int = 100
+
+
+class ChainDraws(NamedTuple):
+    """Iterations of one chain (a leading chain axis when several).
+
+    Attributes:
+        z: raw parameters, each (S, ...).
+        diverging, num_steps, energy, accept_prob, step_size, potential_energy: (S,).
+        log_likelihood: per bucket ``k``, (S, B_k) ``log p(Y_b | X_b, theta_s)``.
+    """
+
+    z: Params
+    diverging: Array
+    num_steps: Array
+    energy: Array
+    accept_prob: Array
+    step_size: Array
+    potential_energy: Array
+    log_likelihood: tuple[Array, ...]
+
+
+def _potential_fn_gen(arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
+    return lambda z: potential(z, arrays, scales, shape, fit_intercept)
+
+
+def _kernel(
+    z: Params,
+    pe: Array,
+    grad: Params,
+    key: Array,
+    arrays: ModelArrays,
+    scales: Scales,
+    shape: ModelShape,
+    settings: NUTSSettings,
+):
+    """NumPyro's NUTS ``(initial state, sample_kernel)`` at ``z`` with known potential and gradient.
+
+    ``init_kernel`` also fixes ``sample_kernel``'s warmup length and tree
+    depth (state of the ``hmc`` closure), so every program that samples calls
+    it; given the potential and gradient it evaluates no gradient of its own.
+    """
+    gen = functools.partial(_potential_fn_gen, shape=shape, fit_intercept=settings.fit_intercept)
+    init_kernel, sample_kernel = hmc(potential_fn_gen=gen, algo="NUTS")
+    state = init_kernel(
+        ParamInfo(z, pe, grad),
+        settings.num_warmup,
+        # NumPyro's structural form, as ``NUTS.init`` passes it (same momenta as ``MCMC``).
+        dense_mass=[tuple(sorted(z))] if settings.dense_mass else [],
+        target_accept_prob=settings.target_accept_prob,
+        max_tree_depth=settings.max_tree_depth,
+        model_args=(arrays, scales),
+        rng_key=key,
+    )
+    return state, sample_kernel
+
+
+def _start(
+    key: Array,
+    z0: Params,
+    pe0: Array,
+    grad0: Params,
+    arrays: ModelArrays,
+    scales: Scales,
+    shape: ModelShape,
+    settings: NUTSSettings,
+) -> HMCState:
+    """A chain's initial NUTS state at ``z0``, whose potential and gradient are ``pe0``, ``grad0``."""
+    return _kernel(z0, pe0, grad0, key, arrays, scales, shape, settings)[0]
+
+
+def _advance(
+    state: HMCState,
+    n_iter: Array,
+    arrays: ModelArrays,
+    scales: Scales,
+    shape: ModelShape,
+    settings: NUTSSettings,
+) -> tuple[HMCState, ChainDraws]:
+    """``min(n_iter, block)`` NUTS iterations from ``state``; (block, ...) outputs, the first ``n_iter`` real.
+
+    Warmup and draws are the same iterations: the state's counter tells the
+    kernel when adaptation stops. One loop body holds the kernel (and its
+    gradient) once.
+    """
+    _, sample_kernel = _kernel(
+        state.z, state.potential_energy, state.z_grad, state.rng_key, arrays, scales, shape, settings
+    )
+    model_args = (arrays, scales)
+
+    def step(s, i: Array):
+        s = lax.cond(i < n_iter, lambda t: sample_kernel(t, model_args), lambda t: t, s)
+        ll = bucket_log_likelihoods(s.z, arrays, scales, shape, settings.fit_intercept)
+        stats = (
+            s.diverging,
+            s.num_steps,
+            s.energy,
+            s.accept_prob,
+            s.adapt_state.step_size,
+            s.potential_energy,
+        )
+        return s, ChainDraws(s.z, *stats, ll)
+
+    return lax.scan(step, state, jnp.arange(settings.block))
+
+
+_start_one = jax.jit(_start, static_argnums=(6, 7))
+_start_many = jax.jit(jax.vmap(_start, in_axes=(0, 0, 0, 0, None, None, None, None)), static_argnums=(6, 7))
+_advance_one = jax.jit(_advance, static_argnums=(4, 5))
+_advance_parallel = jax.pmap(_advance, in_axes=(0, None, None, None), static_broadcasted_argnums=(4, 5))
+_advance_vectorized = jax.jit(
+    jax.vmap(_advance, in_axes=(0, None, None, None, None, None)), static_argnums=(4, 5)
 )
+
+
+class Chains:
+    """NUTS chains advanced in blocks of one compiled program (``_advance``).
+
+    Args:
+        keys: (chains, 2) PRNG keys; inits: raw starting parameters, each (chains, ...).
+        arrays, scales, shape: the data and priors (``split_model_data``, ``prior_scales``).
+        settings: static sampler settings.
+        method: "parallel" (one device per chain, ``pmap``), "sequential" or "vectorized".
+        progress: called with the number of chain iterations just done (e.g. a tqdm ``update``).
+    """
+
+    def __init__(
+        self,
+        keys: Array,
+        inits: Params,
+        arrays: ModelArrays,
+        scales: Scales,
+        shape: ModelShape,
+        settings: NUTSSettings,
+        method: str,
+        progress=None,
+    ) -> None:
+        self.data = (arrays, scales, shape, settings)
+        self.method, self.progress = method, progress
+        self.n_chains = keys.shape[0]
+        self.iterations = 0
+        starts = [jax.tree.map(lambda v, c=c: v[c], inits) for c in range(self.n_chains)]
+        # The starting potentials and gradients come from the executable the MAP compiled.
+        evaluated = [potential_and_grad(z, arrays, scales, shape, settings.fit_intercept) for z in starts]
+        pe0 = jnp.stack([pe for pe, _ in evaluated])
+        grad0 = jax.tree.map(lambda *g: jnp.stack(g), *[g for _, g in evaluated])
+        if method == "sequential":
+            self.states = [
+                _start_one(
+                    keys[c],
+                    starts[c],
+                    pe0[c],
+                    jax.tree.map(lambda g, c=c: g[c], grad0),
+                    arrays,
+                    scales,
+                    shape,
+                    settings,
+                )
+                for c in range(self.n_chains)
+            ]
+        else:
+            self.states = _start_many(keys, inits, pe0, grad0, arrays, scales, shape, settings)
+
+    def advance(self, n_iter: int) -> ChainDraws:
+        """Run ``n_iter`` more iterations of every chain; NumPy (chains, n_iter, ...) outputs."""
+        arrays, scales, shape, settings = self.data
+        parts = []
+        done = 0
+        while done < n_iter:
+            n = min(settings.block, n_iter - done)
+            if self.method == "sequential":
+                outs = []
+                for c, state in enumerate(self.states):
+                    self.states[c], out = _advance_one(state, n, arrays, scales, shape, settings)
+                    outs.append(out)
+                out = jax.tree.map(lambda *a: jnp.stack(a), *outs)
+            else:
+                run = _advance_parallel if self.method == "parallel" else _advance_vectorized
+                self.states, out = run(self.states, n, arrays, scales, shape, settings)
+            parts.append(jax.tree.map(lambda a, n=n: np.asarray(a[:, :n]), out))
+            done += n
+            if self.progress is not None:
+                self.progress(n * self.n_chains)
+        self.iterations += n_iter
+        return jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
 
 
 def resolve_chain_method(chain_method: ChainMethod, num_chains: int) -> str:
@@ -86,6 +303,7 @@ def fit_nuts(
     target_accept_prob: float = 0.8,
     dense_mass: bool = False,
     chain_method: ChainMethod = "auto",
+    max_num_samples: int | None = None,
 ) -> az.InferenceData:
     """Sample the posterior with NUTS.
 
@@ -94,7 +312,7 @@ def fit_nuts(
         prior_scale, intercept_scale, fit_intercept: ``orlr_model``'s priors.
         num_warmup, num_samples, num_chains: per chain.
         seed: the sampler's PRNG seed (also the jitter's).
-        progress_bar: NumPyro's progress bar.
+        progress_bar: a tqdm bar over all chains' iterations.
         init_values: raw starting parameters (``W_raw`` (d, C-1), ``beta_raw``
             (C-1,)), e.g. the MAP; None starts at zero weights (uniform class
             probabilities, a point of positive likelihood for every bag).
@@ -103,59 +321,84 @@ def fit_nuts(
         max_tree_depth, target_accept_prob, dense_mass: NUTS settings.
         chain_method: "auto" (parallel when there is a device per chain),
             or NumPyro's "parallel" / "sequential" / "vectorized".
+        max_num_samples: if larger than ``num_samples``, chains that fail the
+            R-hat or ESS check (``diagnostics.mixing_converged``) after
+            ``num_samples`` draws go on, a quarter of ``num_samples`` at a
+            time, until they pass or have this many draws. Continuing a chain
+            is exact: the same transitions, only more of them.
     Returns:
-        ``arviz.InferenceData`` (see ``inference_data``).
+        ``arviz.InferenceData`` (see ``inference_data``); ``sample_stats``'
+        attributes record ``num_samples_planned`` and the draws actually run.
     """
+    from .diagnostics import mixing_converged
+
     model_kwargs = {
         "prior_scale": prior_scale,
         "intercept_scale": intercept_scale,
         "fit_intercept": fit_intercept,
     }
-    start = zeros_init(data, fit_intercept) if init_values is None else dict(init_values)
-    start = {k: jnp.asarray(v, jnp.float32) for k, v in start.items() if k in zeros_init(data, fit_intercept)}
-    kernel = NUTS(
-        orlr_model,
-        init_strategy=init_to_value(values=start),
-        max_tree_depth=max_tree_depth,
-        target_accept_prob=target_accept_prob,
-        dense_mass=dense_mass,
-    )
+    arrays, shape = split_model_data(data)
+    dtype = data.buckets[0].features.dtype
+    zeros = zeros_init(data, fit_intercept)
+    start = zeros if init_values is None else dict(init_values)
+    start = {k: jnp.asarray(start[k], dtype) for k in zeros}
+    inits = jittered_inits(start, num_chains, init_jitter, seed)
+    key = jax.random.PRNGKey(seed)
+    keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
     method = resolve_chain_method(chain_method, num_chains)
-    mcmc = MCMC(
-        kernel,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method=method,
-        progress_bar=progress_bar,
+    settings = NUTSSettings(
+        int(num_warmup), int(max_tree_depth), float(target_accept_prob), bool(dense_mass), bool(fit_intercept)
     )
-    init_params = None
-    if init_jitter > 0:
-        init_params = jittered_inits(start, num_chains, init_jitter, seed)
-        if num_chains == 1:
-            init_params = {k: v[0] for k, v in init_params.items()}
-    mcmc.run(
-        jax.random.PRNGKey(seed), data, **model_kwargs, init_params=init_params, extra_fields=_EXTRA_FIELDS
-    )
-    raw = mcmc.get_samples(group_by_chain=True)
-    chains = with_derived(raw, data.n_classes)
-    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    scales = prior_scales(prior_scale, intercept_scale, dtype)
+    limit = max(int(num_samples), int(max_num_samples or 0))
+    bar = None
+    if progress_bar:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=num_chains * (num_warmup + num_samples), desc=f"NUTS, {num_chains} chains")
+    try:
+        chains = Chains(
+            keys, inits, arrays, scales, shape, settings, method, None if bar is None else bar.update
+        )
+        chains.advance(num_warmup)
+        parts = [chains.advance(num_samples)]
+        step = max(1, -(-int(num_samples) // 4))
+        while sum(p.num_steps.shape[1] for p in parts) < limit:
+            drawn = jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
+            if mixing_converged(with_derived(drawn.z, data.n_classes)):
+                break
+            more = min(step, limit - drawn.num_steps.shape[1])
+            if bar is not None:
+                bar.total += num_chains * more
+            parts.append(chains.advance(more))
+    finally:
+        if bar is not None:
+            bar.close()
+    out = jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
+    n_draws = out.num_steps.shape[1]
+    draws = with_derived(out.z, data.n_classes)
+    sites = {data.site_name(k): ll.reshape((-1,) + ll.shape[2:]) for k, ll in enumerate(out.log_likelihood)}
+    log_lik = data.merge_sites(sites).reshape(num_chains, n_draws, data.n_bags)
     stats = {
-        "diverging": extra["diverging"],
-        "n_steps": extra["num_steps"],
-        "tree_depth": tree_depth(extra["num_steps"]),
-        "step_size": extra["adapt_state.step_size"],
-        "energy": extra["energy"],
-        "lp": -extra["potential_energy"],
-        "acceptance_rate": extra["accept_prob"],
+        "diverging": out.diverging,
+        "n_steps": out.num_steps,
+        "tree_depth": tree_depth(out.num_steps),
+        "step_size": out.step_size,
+        "energy": out.energy,
+        "lp": -out.potential_energy,
+        "acceptance_rate": out.accept_prob,
     }
     attrs = {
         "max_tree_depth": int(max_tree_depth),
         "num_warmup": int(num_warmup),
+        "num_samples_planned": int(num_samples),
+        "max_num_samples": int(limit),
         "target_accept_prob": float(target_accept_prob),
         "dense_mass": int(dense_mass),
         "chain_method": method,
         "init": "zeros" if init_values is None else "given",
         "init_jitter": float(init_jitter),
     }
-    return inference_data(data, chains, model_kwargs, stats, seed=seed, sample_stats_attrs=attrs)
+    return inference_data(
+        data, draws, model_kwargs, stats, seed=seed, sample_stats_attrs=attrs, log_likelihood=log_lik
+    )

@@ -125,6 +125,7 @@ def inference_data(
     seed: int = 0,
     max_ppc_draws: int = PPC_MAX_DRAWS,
     sample_stats_attrs: dict | None = None,
+    log_likelihood: np.ndarray | None = None,
 ) -> az.InferenceData:
     """Build InferenceData from (chain, draw, ...) arrays.
 
@@ -137,10 +138,14 @@ def inference_data(
         max_ppc_draws: at most this many draws per chain are simulated.
         sample_stats_attrs: attributes of the ``sample_stats`` group (e.g.
             ``max_tree_depth``), kept in ``posterior.nc``.
+        log_likelihood: (chain, draw, bag) ``log p(Y_b | X_b, theta)`` if the
+            sampler computed it along the way; else computed here.
     """
     n_chains, n_draws = next(iter(chains.values())).shape[:2]
-    flat = {k: v.reshape((n_chains * n_draws,) + v.shape[2:]) for k, v in chains.items()}
-    ll = _bag_log_likelihood(data, flat, model_kwargs).reshape(n_chains, n_draws, data.n_bags)
+    ll = log_likelihood
+    if ll is None:
+        flat = {k: v.reshape((n_chains * n_draws,) + v.shape[2:]) for k, v in chains.items()}
+        ll = _bag_log_likelihood(data, flat, model_kwargs).reshape(n_chains, n_draws, data.n_bags)
     dims = {
         "W_raw": ["feature", "contrast"],
         "beta_raw": ["contrast"],

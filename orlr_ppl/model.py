@@ -58,7 +58,8 @@ class ModelBucket(NamedTuple):
         features: (B_k, N_k, d) instance features (zero on padding).
         mask: (B_k, N_k) bool, real instances.
         label_sets: (B_k, C) int32 multi-hot observed label sets, or None.
-        bag_ids: (B_k,) the bags' positions in the input.
+        bag_ids: (B_k,) the bags' positions in the input; None inside a
+            compiled program (``join_model_data``), which never needs them.
         max_labels: label-set size of the bucket (the DP's K), or the cap
             when labels are unknown.
     """
@@ -66,7 +67,7 @@ class ModelBucket(NamedTuple):
     features: np.ndarray
     mask: np.ndarray
     label_sets: np.ndarray | None
-    bag_ids: np.ndarray
+    bag_ids: np.ndarray | None
     max_labels: int
 
 
@@ -96,6 +97,44 @@ class ModelData(NamedTuple):
         for part, bucket in zip(parts, self.buckets):
             out[:, bucket.bag_ids] = part
         return out
+
+
+class ModelShape(NamedTuple):
+    """What a compiled program of ``orlr_model`` depends on besides array shapes (hashable).
+
+    Attributes:
+        max_labels: per bucket, its DP's label-slot count K.
+        n_bags, n_features, n_classes: as ``ModelData``.
+    """
+
+    max_labels: tuple[int, ...]
+    n_bags: int
+    n_features: int
+    n_classes: int
+
+
+ModelArrays = tuple[tuple[Array, Array, Array | None], ...]
+"""Per bucket ``(features (B_k, N_k, d), mask (B_k, N_k), label_sets (B_k, C) or None)``."""
+
+
+def split_model_data(data: ModelData) -> tuple[ModelArrays, ModelShape]:
+    """``ModelData`` as traced arrays plus a static shape, for module-level jitted functions.
+
+    Jitting a function of ``(arrays, shape)`` with ``shape`` static compiles
+    once per shape family, where a closure over ``data`` would compile anew
+    for every fit.
+    """
+    arrays = tuple((b.features, b.mask, b.label_sets) for b in data.buckets)
+    shape = ModelShape(
+        tuple(int(b.max_labels) for b in data.buckets), data.n_bags, data.n_features, data.n_classes
+    )
+    return arrays, shape
+
+
+def join_model_data(arrays: ModelArrays, shape: ModelShape) -> ModelData:
+    """Inverse of ``split_model_data``, without ``bag_ids`` (None)."""
+    buckets = tuple(ModelBucket(x, m, y, None, k) for (x, m, y), k in zip(arrays, shape.max_labels))
+    return ModelData(buckets, shape.n_bags, shape.n_features, shape.n_classes)
 
 
 def check_features(bags: Sequence[np.ndarray], n_features: int | None = None) -> list[np.ndarray]:

@@ -193,6 +193,49 @@ def _backward_step(sr: _Semiring, beta: Array, q_i: Array, pad_i: Array) -> Arra
     return new
 
 
+def _slot_tables(n_slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(K, 2**K) constants: whether slot ``j`` is in S, ``S ^ {j}`` and ``S | {j}``."""
+    subsets, bits = np.arange(1 << n_slots)[None, :], (1 << np.arange(n_slots))[:, None]
+    return (subsets & bits) > 0, subsets ^ bits, subsets | bits
+
+
+def _lse(x: Array, axis: int) -> Array:
+    """``log sum exp`` over ``axis`` with XLA's reduce ops, compact to compile."""
+    top = jnp.max(x, axis=axis, keepdims=True)
+    safe = jnp.where(jnp.isneginf(top), 0.0, top)
+    return jnp.squeeze(safe, axis) + jnp.log(jnp.sum(jnp.exp(x - safe), axis=axis))
+
+
+# The log-space passes run only for bags whose probability-space pass came near
+# underflow, so they are written for a small program rather than for speed:
+# every slot at once through (K, 2**K) index tables, not one unrolled bit view
+# per slot. Unrolled, they doubled the DP's compile time.
+
+
+def _log_forward_step(alpha: Array, q_i: Array, pad_i: Array) -> Array:
+    """``_forward_step`` in log space: (2**K, B) states, (K, B) log slot probabilities, (B,) log padding."""
+    has, flip, _ = _slot_tables(q_i.shape[0])
+    lq = jnp.where(has[..., None], q_i[:, None, :], -jnp.inf)  # (K, 2**K, B)
+    stay = _log_plus(_lse(lq, axis=0), pad_i)
+    return _log_plus(alpha + stay, _lse(lq + alpha[flip], axis=0))
+
+
+def _log_backward_step(beta: Array, q_i: Array, pad_i: Array) -> Array:
+    """``_backward_step`` in log space."""
+    _, _, union = _slot_tables(q_i.shape[0])
+    return _log_plus(pad_i + beta, _lse(q_i[:, None, :] + beta[union], axis=0))
+
+
+def _log_joint(log_q: Array, alpha: Array, beta: Array) -> Array:
+    """Log of ``q_ij sum_S alpha_{i-1}(S) beta_i(S | {j})``, (N, K, B), one slot at a time."""
+    _, _, union = _slot_tables(log_q.shape[1])
+
+    def _slot(j: Array) -> Array:
+        return _lse(alpha[:-1] + jnp.take(beta[1:], jnp.asarray(union)[j], axis=1), axis=1)  # (N, B)
+
+    return log_q + jnp.moveaxis(lax.map(_slot, jnp.arange(log_q.shape[1])), 0, 1)
+
+
 def _history_loop(
     step: Callable[[Array, Array, Array], Array],
     first: Sequence[Array],
@@ -239,7 +282,7 @@ def _forward_pass(
         (1, 2**K_k, B_k) ``alpha_N`` alone without ``keep_history``.
     """
     alpha0 = [sr.embed(jnp.zeros((1 << q.shape[1], q.shape[2]), q.dtype).at[0].set(1.0)) for q in qs]
-    step = functools.partial(_forward_step, sr)
+    step = _log_forward_step if sr is _LOG else functools.partial(_forward_step, sr)
     if keep_history:
         return _history_loop(step, alpha0, qs, pads, reverse=False)
 
@@ -266,7 +309,10 @@ def _backward_pass(
         Per bucket, (N, K, B) joint ``q_ij * sum_S alpha_{i-1}(S) beta_i(S | {j})``.
     """
     beta_n = [sr.embed(jax.nn.one_hot(t, a.shape[1], dtype=a.dtype).T) for t, a in zip(targets, alphas)]
-    betas = _history_loop(functools.partial(_backward_step, sr), beta_n, qs, pads, reverse=True)
+    step = _log_backward_step if sr is _LOG else functools.partial(_backward_step, sr)
+    betas = _history_loop(step, beta_n, qs, pads, reverse=True)
+    if sr is _LOG:
+        return [_log_joint(q, alpha, beta) for q, alpha, beta in zip(qs, alphas, betas)]
     out = []
     for q, alpha, beta in zip(qs, alphas, betas):
         # The joint needs no carry, so it runs for all steps at once, off the loop.

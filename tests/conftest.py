@@ -5,6 +5,9 @@ import jax
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
+# Tests write no compilation cache under the user's home (the command line and
+# the notebook would switch it on); test_compilation_cache sets its own.
+os.environ.setdefault("ORLR_PPL_COMPILATION_CACHE", "0")
 
 settings.register_profile(
     "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow], derandomize=True

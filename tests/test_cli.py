@@ -147,8 +147,9 @@ def test_compared_models_are_configured_as_published():
 
 
 def test_fit_nuts_prints_convergence_summary_and_warning_lines(tmp_path, capsys):
-    # A tiny 2-D problem with one label per bag (one DP bucket, so NUTS compiles fast); 1 x 30 draws
-    # cannot converge, which is the point: the fit still succeeds and says why not to trust it.
+    # A tiny 2-D problem with one label per bag (one DP bucket, so NUTS compiles fast); 1 x 30 draws,
+    # extended to 60, cannot converge, which is the point: the fit still succeeds and says why not
+    # to trust it.
     rng = np.random.default_rng(0)
     y = rng.integers(0, 3, size=10)
     x = np.repeat(np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])[y], 2, axis=0) + rng.normal(size=(20, 2))
@@ -162,7 +163,8 @@ def test_fit_nuts_prints_convergence_summary_and_warning_lines(tmp_path, capsys)
     args += ["--num-warmup", "30", "--num-samples", "30", "--num-chains", "1", "--quiet"]
     assert main(args) == 0
     out, err = capsys.readouterr()
-    assert "NUTS: 1 chain x 30 draws, 9 parameters" in out and "max R-hat" in out
+    assert "NUTS: 1 chain x 60 draws (extended from 30: unconverged), 9 parameters" in out
+    assert "max R-hat" in out
     assert "PSIS-LOO:" in out and "verdict: NOT converged" in out
     warned = [line for line in err.splitlines() if line.startswith("warning: ")]
     assert warned

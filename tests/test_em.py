@@ -39,7 +39,7 @@ def test_em_and_map_reach_the_same_optimum(digits):
             tol=1e-10,
         )
         mp = fit_map(
-            make_flat_data(digits.bags, digits.label_sets, 10),
+            make_model_data(digits.bags, digits.label_sets, 10, dtype=np.float64),
             prior_scale=1.0,
             intercept_scale=10.0,
         )

@@ -15,7 +15,6 @@ import orlr_ppl
 from orlr_ppl.datasets import make_miml_digits
 from orlr_ppl.infer_map import fit_map
 from orlr_ppl.model import make_model_data, orlr_model, sum_to_zero_basis
-from orlr_ppl.objective import make_flat_data
 from orlr_ppl.predict import instance_logits, predict_proba_inductive, predict_proba_transductive
 
 
@@ -85,7 +84,7 @@ def test_predictive_simulates_label_sets_in_bag_order():
 def test_map_on_miml_digits_annotates_instances():
     train = make_miml_digits(120, seed=0, split="train")
     test = make_miml_digits(40, seed=1, split="test")
-    fit = fit_map(make_flat_data(train.bags, train.label_sets, 10), prior_scale=1.0)
+    fit = fit_map(make_model_data(train.bags, train.label_sets, 10), prior_scale=1.0)
     assert fit.converged
     np.testing.assert_allclose(fit.W.sum(axis=1), 0.0, atol=1e-5)
 

@@ -37,7 +37,10 @@ def _clusters(n_bags=30, seed=0):
 @pytest.fixture(scope="module")
 def nuts_fit():
     bags, sets, labels = _clusters()
-    est = ORLR(method="nuts", num_warmup=150, num_samples=150, num_chains=2, random_state=0)
+    # max_num_samples=0: chains do not go on (the extension has its own test in test_nuts_driver).
+    est = ORLR(
+        method="nuts", num_warmup=150, num_samples=150, num_chains=2, max_num_samples=0, random_state=0
+    )
     with warnings.catch_warnings():
         # 2 x 150 draws rarely reach the 400-ESS threshold: expected for a test-sized run.
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -235,7 +238,9 @@ def test_predict_interval_brackets_the_mean(nuts_fit, map_fit):
             assert iv.shape == (len(x), 3, 2)
             lo, hi = iv[..., 0], iv[..., 1]
             assert np.all(lo <= hi) and np.all(lo >= 0) and np.all(hi <= 1)
-            assert np.all(lo - 1e-6 <= p) and np.all(p <= hi + 1e-6)
+            # A mean may leave an equal-tailed interval of a skewed distribution (a few
+            # draws of 1e-5 beside most of 1e-12), but not by a material amount.
+            assert np.all(lo - 1e-3 <= p) and np.all(p <= hi + 1e-3)
     # Uncertain weights give intervals of non-zero width somewhere.
     assert max(np.ptp(iv, axis=-1).max() for iv in est.predict_interval(bags)) > 0.01
     for given in (None, sets):

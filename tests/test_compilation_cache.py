@@ -1,0 +1,43 @@
+"""The persistent compilation cache: the command line fills it, and 0 opts out."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from orlr_ppl.compilation_cache import ENV, default_cache_dir
+from orlr_ppl.datasets import make_miml_digits
+
+
+def _fit(tmp_path, cache_setting: str) -> subprocess.CompletedProcess:
+    ds = make_miml_digits(20, seed=0, split="train")
+    labels = np.zeros((len(ds.bags), 10), int)
+    for i, s in enumerate(ds.label_sets):
+        labels[i, s] = 1
+    data = tmp_path / "train.npz"
+    bag_ids = np.concatenate([np.full(len(b), i) for i, b in enumerate(ds.bags)])
+    np.savez(data, features=np.concatenate(ds.bags), bag_ids=bag_ids, bag_labels=labels)
+    env = {**os.environ, ENV: cache_setting, "JAX_LOG_COMPILES": "0"}
+    cmd = [sys.executable, "-m", "orlr_ppl.cli", "fit", "--data", str(data), "--method", "map"]
+    return subprocess.run(cmd + ["--out", str(tmp_path / "model")], capture_output=True, text=True, env=env)
+
+
+def test_the_command_line_writes_the_cache_and_zero_opts_out(tmp_path):
+    cache = tmp_path / "cache"
+    run = _fit(tmp_path, str(cache))
+    assert run.returncode == 0, run.stderr
+    assert cache.is_dir() and any(cache.iterdir()), "the MAP's gradient took over a second to compile"
+
+    off = tmp_path / "off"
+    off.mkdir()
+    run = _fit(off, "0")
+    assert run.returncode == 0, run.stderr
+    assert not (off / "0").exists() and sorted(p.name for p in off.iterdir()) == ["model", "train.npz"]
+
+
+def test_default_directory_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "orlr-ppl" / "jax"

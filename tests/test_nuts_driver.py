@@ -1,0 +1,175 @@
+"""The NUTS driver and the log density it shares with MAP: same kernel as NumPyro's MCMC, compiled once."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer import MCMC, NUTS, init_to_value
+from numpyro.infer.util import log_density, log_likelihood
+
+from orlr_ppl import infer_nuts
+from orlr_ppl.diagnostics import mixing_converged
+from orlr_ppl.infer_map import fit_map
+from orlr_ppl.infer_nuts import Chains, NUTSSettings, fit_nuts
+from orlr_ppl.log_density import bucket_log_likelihoods, potential_and_grad, prior_scales
+from orlr_ppl.model import join_model_data, make_model_data, orlr_model, split_model_data
+
+
+def _toy(n_bags=24, n_classes=3, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=2.0, size=(n_classes, d))
+    bags, sets = [], []
+    for _ in range(n_bags):
+        y = rng.integers(0, n_classes, size=rng.integers(1, 5))
+        bags.append(centres[y] + rng.normal(size=(len(y), d)))
+        sets.append(np.unique(y))
+    return make_model_data(bags, sets, n_classes)
+
+
+def _params(data, seed=1):
+    rng = np.random.default_rng(seed)
+    return {
+        "W_raw": jnp.asarray(rng.normal(size=(data.n_features, data.n_classes - 1)), jnp.float32),
+        "beta_raw": jnp.asarray(rng.normal(size=data.n_classes - 1), jnp.float32),
+    }
+
+
+@pytest.mark.parametrize("scales", [(0.7, 3.0), (None, None), (1.0, None)])
+def test_potential_and_grad_is_the_models_negative_log_density(scales):
+    data = _toy()
+    params = _params(data)
+    arrays, shape = split_model_data(data)
+    kwargs = {"prior_scale": scales[0], "intercept_scale": scales[1]}
+
+    def neg(p):
+        return -log_density(orlr_model, (data,), kwargs, p)[0]
+
+    value, grad = potential_and_grad(params, arrays, prior_scales(*scales), shape, True)
+    assert float(value) == pytest.approx(float(neg(params)), rel=1e-5)
+    expected = jax.grad(neg)(params)
+    for name in params:
+        np.testing.assert_allclose(grad[name], expected[name], rtol=1e-4, atol=1e-4)
+    # join(split(data)) is the same model, bag positions aside.
+    again = join_model_data(arrays, shape)
+    assert [b.max_labels for b in again.buckets] == [b.max_labels for b in data.buckets]
+
+
+def test_bucket_log_likelihoods_are_numpyros_per_site_values():
+    data = _toy()
+    params = _params(data)
+    arrays, shape = split_model_data(data)
+    ours = bucket_log_likelihoods(params, arrays, prior_scales(1.0, 10.0), shape, True)
+    theirs = log_likelihood(orlr_model, params, data, batch_ndims=0)
+    for k, value in enumerate(ours):
+        np.testing.assert_allclose(value, theirs[data.site_name(k)], rtol=1e-5)
+
+
+def test_driver_draws_are_numpyro_mcmcs():
+    """Same start, same key, no warmup: the driver and MCMC take the same NUTS transitions."""
+    data = _toy(n_bags=3)  # a posterior close to the prior, where the unadapted step size 1 moves
+    start = {k: v * 0.3 for k, v in _params(data).items()}
+    key = jax.random.PRNGKey(3)
+    mcmc = MCMC(
+        NUTS(orlr_model, init_strategy=init_to_value(values=start)),
+        num_warmup=0,
+        num_samples=8,
+        progress_bar=False,
+    )
+    mcmc.run(key, data, init_params=start, extra_fields=("num_steps",))
+    theirs = mcmc.get_samples()
+
+    arrays, shape = split_model_data(data)
+    inits = {k: v[None] for k, v in start.items()}
+    # HMC.init splits its key and hands the first half to the kernel.
+    kernel_key = jax.random.split(key)[0][None]
+    out = Chains(
+        kernel_key, inits, arrays, prior_scales(1.0, 10.0), shape, NUTSSettings(0), "sequential"
+    ).advance(8)
+    for name in start:
+        np.testing.assert_allclose(out.z[name][0], theirs[name], rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(out.num_steps[0], mcmc.get_extra_fields()["num_steps"])
+    assert len(np.unique(np.asarray(out.z["W_raw"][0]), axis=0)) >= 3  # the chain does move
+    # The log-likelihoods recorded along the way are those of the draws.
+    ll = log_likelihood(orlr_model, {k: out.z[k][0] for k in start}, data)
+    for k, value in enumerate(out.log_likelihood):
+        np.testing.assert_allclose(value[0], ll[data.site_name(k)], rtol=1e-4, atol=1e-4)
+
+
+def test_parallel_and_sequential_chains_agree():
+    assert jax.local_device_count() >= 2, "importing orlr_ppl exposes one CPU device per core, at least 4"
+    data = _toy()
+    kwargs = {"num_warmup": 20, "num_samples": 10, "num_chains": 2, "seed": 5}
+    par = fit_nuts(data, chain_method="parallel", **kwargs)
+    seq = fit_nuts(data, chain_method="sequential", **kwargs)
+    np.testing.assert_allclose(par.posterior["W"].values, seq.posterior["W"].values, rtol=1e-4, atol=1e-5)
+    assert par.sample_stats.attrs["chain_method"] == "parallel"
+    assert seq.sample_stats.attrs["chain_method"] == "sequential"
+
+
+def test_a_second_fit_of_the_same_shapes_compiles_nothing():
+    """New data values, prior scale, seed, start and draw count: the same programs, none compiled."""
+    first, second = _toy(seed=0), _toy(seed=0)
+    second = second._replace(buckets=tuple(b._replace(features=b.features + 0.5) for b in second.buckets))
+    kwargs = {"num_warmup": 5, "num_chains": 2, "chain_method": "sequential"}
+    fit_map(first, prior_scale=1.0, max_iter=5)
+    fit_nuts(first, prior_scale=1.0, seed=0, num_samples=5, **kwargs)
+    programs = (infer_nuts._advance_one, infer_nuts._start_one, potential_and_grad)
+    sizes = [f._cache_size() for f in programs]
+    start = {k: v * 0.1 for k, v in _params(second).items()}
+    fit_map(second, prior_scale=2.0, max_iter=5)
+    fit_nuts(second, prior_scale=2.0, seed=1, init_values=start, num_samples=250, **kwargs)
+    assert [f._cache_size() for f in programs] == sizes
+
+
+def test_a_chain_continued_is_the_chain_run_longer():
+    data = _toy()
+    arrays, shape = split_model_data(data)
+    inits = {k: jnp.stack([v * 0.1, -v * 0.1]) for k, v in _params(data).items()}
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    settings = NUTSSettings(num_warmup=30, block=16)  # blocks that straddle the end of warmup
+
+    def chains():
+        return Chains(keys, inits, arrays, prior_scales(1.0, 10.0), shape, settings, "vectorized")
+
+    once = chains().advance(70)
+    pieces = chains()
+    parts = [pieces.advance(n) for n in (30, 25, 15)]
+    assert pieces.iterations == 70
+    for name in inits:
+        joined = np.concatenate([p.z[name] for p in parts], axis=1)
+        np.testing.assert_allclose(joined, once.z[name], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.concatenate([p.num_steps for p in parts], axis=1), once.num_steps)
+
+
+def test_unconverged_chains_go_on_until_max_num_samples(monkeypatch):
+    data = _toy(n_bags=8)
+    kwargs = {"num_warmup": 10, "num_samples": 8, "num_chains": 2, "chain_method": "sequential"}
+    # 2 x 8 draws are far from 400 effective draws: extended by 2 (a quarter of 8) at a time, up to 12.
+    idata = fit_nuts(data, max_num_samples=12, **kwargs)
+    assert idata.posterior.sizes["draw"] == 12 and idata.log_likelihood["Y"].shape == (2, 12, 8)
+    assert idata.sample_stats.attrs["num_samples_planned"] == 8
+    assert idata.sample_stats.attrs["max_num_samples"] == 12
+    monkeypatch.setattr("orlr_ppl.diagnostics.mixing_converged", lambda draws: True)
+    assert fit_nuts(data, max_num_samples=12, **kwargs).posterior.sizes["draw"] == 8
+
+
+def test_mixing_converged_checks_rhat_and_both_ess():
+    rng = np.random.default_rng(0)
+    good = {"W": rng.normal(size=(4, 1000, 2, 3)), "beta": rng.normal(size=(4, 1000, 3))}
+    assert mixing_converged(good)
+    shifted = {**good, "W": good["W"] + np.arange(4)[:, None, None, None]}  # chains that disagree
+    assert not mixing_converged(shifted)
+    sticky = {**good, "beta": np.repeat(good["beta"][:, :50], 20, axis=1)}  # 50 distinct draws per chain
+    assert not mixing_converged(sticky)
+    constant = {**good, "beta": np.zeros((4, 1000, 3))}  # no intercept: exempt
+    assert mixing_converged(constant)
+
+
+@pytest.mark.parametrize("method", ["sequential", "vectorized"])
+def test_progress_bar_counts_every_iteration_of_every_chain(capsys, method):
+    data = _toy(n_bags=8)
+    fit_nuts(data, num_warmup=4, num_samples=6, num_chains=2, chain_method=method, progress_bar=True)
+    err = capsys.readouterr().err
+    assert "NUTS, 2 chains" in err and "20/20" in err
