@@ -178,6 +178,9 @@ def _advance(
 
 _start_one = jax.jit(_start, static_argnums=(6, 7))
 _start_many = jax.jit(jax.vmap(_start, in_axes=(0, 0, 0, 0, None, None, None, None)), static_argnums=(6, 7))
+# States for ``_advance_parallel`` come from a pmap too: a first call on states laid out
+# otherwise (all on one device) would compile the whole program a second time.
+_start_parallel = jax.pmap(_start, in_axes=(0, 0, 0, 0, None, None), static_broadcasted_argnums=(6, 7))
 _advance_one = jax.jit(_advance, static_argnums=(4, 5))
 _advance_parallel = jax.pmap(_advance, in_axes=(0, None, None, None), static_broadcasted_argnums=(4, 5))
 _advance_vectorized = jax.jit(
@@ -231,7 +234,8 @@ class Chains:
                 for c in range(self.n_chains)
             ]
         else:
-            self.states = _start_many(keys, inits, pe0, grad0, arrays, scales, shape, settings)
+            start = _start_parallel if method == "parallel" else _start_many
+            self.states = start(keys, inits, pe0, grad0, arrays, scales, shape, settings)
 
     def advance(self, n_iter: int) -> ChainDraws:
         """Run ``n_iter`` more iterations of every chain; NumPy (chains, n_iter, ...) outputs."""
@@ -249,7 +253,8 @@ class Chains:
             else:
                 run = _advance_parallel if self.method == "parallel" else _advance_vectorized
                 self.states, out = run(self.states, n, arrays, scales, shape, settings)
-            parts.append(jax.tree.map(lambda a, n=n: np.asarray(a[:, :n]), out))
+            # Slice on the host: slicing sharded outputs would compile a gather per block length.
+            parts.append(jax.tree.map(lambda a, n=n: np.asarray(a)[:, :n], out))
             done += n
             if self.progress is not None:
                 self.progress(n * self.n_chains)

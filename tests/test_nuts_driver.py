@@ -108,6 +108,18 @@ def test_parallel_and_sequential_chains_agree():
     assert seq.sample_stats.attrs["chain_method"] == "sequential"
 
 
+def test_parallel_chains_start_laid_out_as_they_go_on():
+    """The first block sees states sharded as every later block does (else pmap compiles twice)."""
+    data = _toy()
+    arrays, shape = split_model_data(data)
+    inits = {k: jnp.stack([v * 0.1, -v * 0.1]) for k, v in _params(data).items()}
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    chains = Chains(keys, inits, arrays, prior_scales(1.0, 10.0), shape, NUTSSettings(5), "parallel")
+    before = [x.sharding for x in jax.tree.leaves(chains.states)]
+    chains.advance(3)
+    assert [x.sharding for x in jax.tree.leaves(chains.states)] == before
+
+
 def test_a_second_fit_of_the_same_shapes_compiles_nothing():
     """New data values, prior scale, seed, start and draw count: the same programs, none compiled."""
     first, second = _toy(seed=0), _toy(seed=0)
