@@ -177,7 +177,9 @@ def _advance(
 
 
 _start_one = jax.jit(_start, static_argnums=(6, 7))
-_start_many = jax.jit(jax.vmap(_start, in_axes=(0, 0, 0, 0, None, None, None, None)), static_argnums=(6, 7))
+_start_vectorized = jax.jit(
+    jax.vmap(_start, in_axes=(0, 0, 0, 0, None, None, None, None)), static_argnums=(6, 7)
+)
 # States for ``_advance_parallel`` come from a pmap too: a first call on states laid out
 # otherwise (all on one device) would compile the whole program a second time.
 _start_parallel = jax.pmap(_start, in_axes=(0, 0, 0, 0, None, None), static_broadcasted_argnums=(6, 7))
@@ -234,7 +236,7 @@ class Chains:
                 for c in range(self.n_chains)
             ]
         else:
-            start = _start_parallel if method == "parallel" else _start_many
+            start = _start_parallel if method == "parallel" else _start_vectorized
             self.states = start(keys, inits, pe0, grad0, arrays, scales, shape, settings)
 
     def advance(self, n_iter: int) -> ChainDraws:
