@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+from sklearn.preprocessing import StandardScaler
 
 from .bags import parse_label_set, zero_likelihood_reason
 
@@ -56,10 +57,14 @@ class Standardizer(NamedTuple):
 
     @classmethod
     def fit(cls, data: MIMLData) -> Standardizer:
-        """Fit on every instance of ``data`` (pass the training bags only)."""
-        x = np.concatenate(data.bags)
-        sd = x.std(axis=0)
-        return cls(x.mean(axis=0), np.where(sd > 0, sd, 1.0))
+        """Fit on every instance of ``data`` (pass the training bags only).
+
+        scikit-learn's ``StandardScaler`` computes the statistics (and sets the
+        scale of a constant, or numerically constant, feature to 1); the two
+        arrays are kept, so a saved model needs no pickled scaler.
+        """
+        scaler = StandardScaler().fit(np.concatenate(data.bags))
+        return cls(scaler.mean_, scaler.scale_)
 
     def transform(self, data: MIMLData) -> MIMLData:
         """``data`` with features ``(x - mean) / scale``."""

@@ -7,6 +7,15 @@ or a (B, C) 0/1 array). Ties count against the ranker: the rank of class ``c``
 in bag ``b`` is ``#{c' : scores[b, c'] >= scores[b, c]}``, so constant scores
 get the worst value, never a lucky one. Lower is better for Hamming loss,
 ranking loss, one-error and coverage; higher for the rest.
+
+Where scikit-learn's multilabel metrics compute the same quantity (its ties
+are pessimistic too), they are called: ``hamming_loss``, ``label_ranking_loss``,
+``coverage_error`` (the MIML coverage is it minus one) and
+``label_ranking_average_precision_score``. The MIML means leave out the bags a
+metric is undefined for (ranking loss: bags with no (present, absent) pair;
+average precision: bags with an empty set), where scikit-learn counts them as
+0 or 1, so those bags are dropped before the call. One-error and ECE have no
+scikit-learn counterpart.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from sklearn.metrics import f1_score
+from sklearn import metrics as skm
 
 
 def multi_hot(label_sets: Sequence[Iterable[int]] | np.ndarray, n_classes: int) -> np.ndarray:
@@ -30,11 +39,6 @@ def multi_hot(label_sets: Sequence[Iterable[int]] | np.ndarray, n_classes: int) 
             raise ValueError(f"bag {b} has labels outside [0, {n_classes})")
         out[b, idx] = 1
     return out
-
-
-def _ranks(scores: np.ndarray) -> np.ndarray:
-    """(B, C) pessimistic ranks: 1 + number of other classes scored at least as high."""
-    return (scores[:, None, :] >= scores[:, :, None]).sum(axis=2)
 
 
 def _truth_and_scores(label_sets, scores) -> tuple[np.ndarray, np.ndarray]:
@@ -64,14 +68,14 @@ def macro_f1(true_labels: Sequence[np.ndarray], predicted: Sequence[np.ndarray])
         np.concatenate([np.ravel(x) for x in true_labels]),
         np.concatenate([np.ravel(x) for x in predicted]),
     )
-    return float(f1_score(t, p, average="macro", zero_division=0))
+    return float(skm.f1_score(t, p, average="macro", zero_division=0))
 
 
 def hamming_loss(label_sets, predicted_sets) -> float:
     """Mean over bags of ``|predicted symmetric-difference true| / C``."""
     pred = np.asarray(predicted_sets)
     truth = multi_hot(label_sets, pred.shape[1])
-    return float(np.mean(truth != multi_hot(pred, pred.shape[1])))
+    return float(skm.hamming_loss(truth, multi_hot(pred, pred.shape[1])))
 
 
 def ranking_loss(label_sets, scores) -> float:
@@ -79,15 +83,13 @@ def ranking_loss(label_sets, scores) -> float:
 
     A pair counts as wrong when the absent class scores at least as high as the
     present one. Bags whose set is empty or holds every class have no pairs and
-    are left out of the mean.
+    are left out of the mean (scikit-learn would count them as 0).
     """
     truth, scores = _truth_and_scores(label_sets, scores)
-    losses = []
-    for y, s in zip(truth.astype(bool), scores):
-        if y.all() or not y.any():
-            continue
-        losses.append(np.mean(s[y][:, None] <= s[~y][None, :]))
-    return float(np.mean(losses)) if losses else 0.0
+    has_pairs = truth.any(axis=1) & ~truth.all(axis=1)
+    if not has_pairs.any():
+        return 0.0
+    return float(skm.label_ranking_loss(truth[has_pairs], scores[has_pairs]))
 
 
 def one_error(label_sets, scores) -> float:
@@ -100,21 +102,15 @@ def one_error(label_sets, scores) -> float:
 def coverage(label_sets, scores) -> float:
     """Mean over bags of how far down the ranking one must go to cover the set, minus one."""
     truth, scores = _truth_and_scores(label_sets, scores)
-    ranks = _ranks(scores)
-    return float(np.mean(np.max(np.where(truth == 1, ranks, 0), axis=1) - 1))
+    return float(skm.coverage_error(truth, scores)) - 1.0
 
 
 def average_precision(label_sets, scores) -> float:
     """Mean over bags of the average, over present classes c, of the fraction of
-    classes ranked at or above c that are present."""
+    classes ranked at or above c that are present (bags with an empty set left out)."""
     truth, scores = _truth_and_scores(label_sets, scores)
-    ranks = _ranks(scores)
-    values = []
-    for y, r in zip(truth.astype(bool), ranks):
-        if not y.any():
-            continue
-        values.append(np.mean([(r[y] <= r[c]).sum() / r[c] for c in np.flatnonzero(y)]))
-    return float(np.mean(values))
+    present = truth.any(axis=1)
+    return float(skm.label_ranking_average_precision_score(truth[present], scores[present]))
 
 
 def expected_calibration_error(

@@ -143,6 +143,16 @@ def test_standardizer_uses_training_bags_only():
     np.testing.assert_allclose(sc.transform(te).bags[0], (te.bags[0] - x.mean(0)) / x.std(0))
 
 
+def test_standardizer_leaves_constant_features_unscaled():
+    d = small()
+    bags = [np.column_stack([b, np.full(len(b), 3.0)]) for b in d.bags]
+    sc = MIMLData(bags, d.label_sets, n_classes=d.n_classes).fit_standardizer()
+    assert sc.scale[-1] == 1.0 and sc.mean[-1] == 3.0
+    assert np.all(
+        np.isfinite(np.concatenate(sc.transform(MIMLData(bags, d.label_sets, n_classes=d.n_classes)).bags))
+    )
+
+
 def test_estimators_accept_miml_data():
     ds = make_miml_digits(60, seed=0)
     d = MIMLData(ds.bags, ds.label_sets, ds.instance_labels, n_classes=10, class_names=list("0123456789"))

@@ -64,3 +64,31 @@ def test_bad_shapes_raise():
         metrics.multi_hot([[5]], 4)
     with pytest.raises(ValueError, match="3 true instance labels but 2"):
         metrics.instance_accuracy([np.array([0, 1, 2])], [np.array([0, 1])])
+
+
+def _pessimistic_ranks(scores):
+    return (scores[:, None, :] >= scores[:, :, None]).sum(axis=2)
+
+
+def test_sklearn_backed_ranking_metrics_keep_the_miml_definitions():
+    """Against the definitions written out, on scores with many ties and some degenerate bags."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        truth = (rng.random((25, 6)) < 0.4).astype(int)
+        truth[0] = 1  # every class: no (present, absent) pair
+        scores = rng.integers(0, 4, size=(25, 6)).astype(float)
+        ranks = _pessimistic_ranks(scores)
+        y = truth.astype(bool)
+        some = y.any(axis=1)  # bags with an empty set, if any, are left out of average precision
+        pairs = some & ~y.all(axis=1)
+        rl = [np.mean(scores[b][y[b]][:, None] <= scores[b][~y[b]][None, :]) for b in np.flatnonzero(pairs)]
+        ap = [
+            np.mean([(ranks[b][y[b]] <= ranks[b, c]).sum() / ranks[b, c] for c in np.flatnonzero(y[b])])
+            for b in np.flatnonzero(some)
+        ]
+        cover = np.max(np.where(y, ranks, 0), axis=1) - 1
+        assert metrics.ranking_loss(truth, scores) == pytest.approx(np.mean(rl))
+        assert metrics.average_precision(truth, scores) == pytest.approx(np.mean(ap))
+        assert metrics.coverage(truth[some], scores[some]) == pytest.approx(np.mean(cover[some]))
+        predicted = (scores > 1).astype(int)
+        assert metrics.hamming_loss(truth, predicted) == pytest.approx(np.mean(truth != predicted))
