@@ -60,8 +60,11 @@ def enable_compilation_cache(
         return None
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
-    # JAX decides once per process whether a cache is in use; make it decide again.
-    from jax._src import compilation_cache
-
-    compilation_cache.reset_cache()
+    # JAX decides once per process whether a cache is in use; make it decide again. The hook is
+    # private: without it (another JAX), the cache still works when enabled before any compile.
+    try:
+        from jax._src.compilation_cache import reset_cache
+    except ImportError:
+        return directory
+    reset_cache()
     return directory
