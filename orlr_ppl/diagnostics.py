@@ -118,20 +118,16 @@ def mixing_converged(draws: dict[str, np.ndarray]) -> bool:
 
     The checks of ``convergence_problems`` that more draws of the same chains
     can fix (``fit_nuts(max_num_samples=...)`` uses it to decide whether to go
-    on). Parameters constant over all draws are exempt; with one chain, R-hat
-    is not checked.
+    on), on the same table. Parameters constant over all draws are exempt;
+    with one chain, R-hat is not checked.
     """
-    posterior = az.convert_to_dataset({k: np.asarray(v) for k, v in draws.items() if k in INTERPRETABLE})
+    posterior = {k: np.asarray(v) for k, v in draws.items() if k in INTERPRETABLE}
     with _quiet_arviz():
-        checks = [(az.ess(posterior, method=m), ESS_MIN, np.greater_equal) for m in ("bulk", "tail")]
-        if posterior.sizes["chain"] > 1:
-            checks.append((az.rhat(posterior), RHAT_MAX, np.less_equal))
-    for name, values in posterior.data_vars.items():
-        varies = np.asarray(values.std(("chain", "draw"))) > 0
-        for result, bound, ok in checks:
-            if not np.all(ok(np.asarray(result[name])[varies], bound)):
-                return False
-    return True
+        table = convergence_table(az.from_dict(posterior=posterior))
+    failures = _mixing_failures(table)
+    if next(iter(posterior.values())).shape[0] < 2:
+        failures.pop("r_hat")
+    return not any(len(bad) for bad in failures.values())
 
 
 def _stat(stats: xr.Dataset | None, name: str) -> np.ndarray | None:
@@ -216,6 +212,15 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+def _mixing_failures(table: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per column (``r_hat``, ``ess_bulk``, ``ess_tail``), the varying parameters that fail it."""
+    varies = table["sd"] > 0
+    return {
+        "r_hat": table.loc[varies & ~(table["r_hat"] <= RHAT_MAX), "r_hat"],
+        **{c: table.loc[varies & ~(table[c] >= ESS_MIN), c] for c in ("ess_bulk", "ess_tail")},
+    }
+
+
 def convergence_problems(table: pd.DataFrame | None, stats: dict[str, Any]) -> list[str]:
     """One sentence per failed check, naming the worst parameters (or bags), worst first.
 
@@ -230,9 +235,9 @@ def convergence_problems(table: pd.DataFrame | None, stats: dict[str, Any]) -> l
     problems = []
     mcmc = stats.get("mcmc", True)
     if mcmc and table is not None and len(table):
-        varies = table["sd"] > 0
-        bad = table.loc[varies & ~(table["r_hat"] <= RHAT_MAX), "r_hat"]
-        if not varies.any():
+        failures = _mixing_failures(table)
+        bad = failures["r_hat"]
+        if not (table["sd"] > 0).any():
             # Constant parameters are exempt below, so a sampler that never moved would pass silently.
             problems.append("every parameter is constant over all draws: the sampler never moved")
         elif stats.get("n_chains", 2) < 2:
@@ -246,7 +251,7 @@ def convergence_problems(table: pd.DataFrame | None, stats: dict[str, Any]) -> l
                 f"(worst: {_worst(bad, largest=True, fmt='.3f')})"
             )
         for column, label in (("ess_bulk", "bulk"), ("ess_tail", "tail")):
-            bad = table.loc[varies & ~(table[column] >= ESS_MIN), column]
+            bad = failures[column]
             if len(bad):
                 problems.append(
                     f"{label} ESS below {ESS_MIN} for {_count(len(bad), 'parameter')} "

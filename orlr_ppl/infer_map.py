@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
@@ -56,6 +57,7 @@ def fit_map(
         max_iter, tol: L-BFGS-B's iteration cap and relative tolerance on the objective.
     """
     arrays, shape = split_model_data(data)
+    arrays = jax.device_put(arrays)  # once, not at every L-BFGS step
     d, c = data.n_features, data.n_classes
     dtype = data.buckets[0].features.dtype
     scales = prior_scales(prior_scale, intercept_scale, dtype)

@@ -345,6 +345,7 @@ def fit_nuts(
         "fit_intercept": fit_intercept,
     }
     arrays, shape = split_model_data(data)
+    arrays = jax.device_put(arrays)  # once, not at every block
     dtype = data.buckets[0].features.dtype
     zeros = zeros_init(data, fit_intercept)
     start = zeros if init_values is None else dict(init_values)
