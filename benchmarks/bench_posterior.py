@@ -33,8 +33,8 @@ import numpy as np
 
 import orlr_ppl
 from orlr_ppl import ORLR
-from orlr_ppl.datasets import load_letter_frost, make_miml_digits
-from orlr_ppl.diagnostics import ConvergenceWarning
+from orlr_ppl.data.datasets import load_letter_frost, make_miml_digits
+from orlr_ppl.inference.diagnostics import ConvergenceWarning
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

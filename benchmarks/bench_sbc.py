@@ -30,7 +30,13 @@ import jax
 import numpy as np
 import numpyro
 
-from orlr_ppl.sbc import BROKEN_LIKELIHOOD_POWER, NUTSSettings, SBCDesign, plot_rank_histograms, run_sbc
+from orlr_ppl.inference.sbc import (
+    BROKEN_LIKELIHOOD_POWER,
+    NUTSSettings,
+    SBCDesign,
+    plot_rank_histograms,
+    run_sbc,
+)
 
 DEFAULT_OUT = Path("benchmarks/sbc_ranks.png")
 

@@ -34,8 +34,8 @@ import jax
 import numpy as np
 
 from orlr_ppl import ORLR, metrics
-from orlr_ppl.datasets import load_letter_frost
-from orlr_ppl.diagnostics import ConvergenceWarning
+from orlr_ppl.data.datasets import load_letter_frost
+from orlr_ppl.inference.diagnostics import ConvergenceWarning
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 METHODS = ("map", "nuts", "svi")

@@ -38,12 +38,12 @@ import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
 from numpyro.infer import MCMC, NUTS, init_to_value
 
-from orlr_ppl.datasets import load_letter_frost
-from orlr_ppl.distribution import BagLabelSet
-from orlr_ppl.infer_map import fit_map
-from orlr_ppl.infer_nuts import jittered_inits, resolve_chain_method
-from orlr_ppl.inference_data import az
-from orlr_ppl.model import ModelData, make_model_data, orlr_model, sum_to_zero_basis
+from orlr_ppl.data.datasets import load_letter_frost
+from orlr_ppl.inference.inference_data import az
+from orlr_ppl.inference.map import fit_map
+from orlr_ppl.inference.nuts import jittered_inits, resolve_chain_method
+from orlr_ppl.model.distribution import BagLabelSet
+from orlr_ppl.model.numpyro_model import ModelData, make_model_data, orlr_model, sum_to_zero_basis
 from orlr_ppl.objective import log_posterior, make_flat_data
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

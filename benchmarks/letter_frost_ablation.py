@@ -17,8 +17,8 @@ import jax
 import numpy as np
 
 from orlr_ppl import ORLR, metrics
-from orlr_ppl.datasets import load_letter_frost
-from orlr_ppl.sim import LAMBDA_GRID, SIM
+from orlr_ppl.data.datasets import load_letter_frost
+from orlr_ppl.estimators.sim import LAMBDA_GRID, SIM
 
 
 def _scaled(train, test, how: str):

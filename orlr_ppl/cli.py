@@ -79,7 +79,7 @@ def _load_data(args: argparse.Namespace, split: str = "train") -> BagData:
     comparison, which splits bags itself, takes the train split.)
     """
     if args.dataset == "digits":
-        from .datasets import make_miml_digits
+        from .data.datasets import make_miml_digits
 
         seed = args.seed + (0 if split == "train" else 1)
         n_bags = args.n_bags if split == "train" else max(args.n_bags // 3, 1)
@@ -91,7 +91,7 @@ def _load_data(args: argparse.Namespace, split: str = "train") -> BagData:
 
 
 def _estimator_from_args(args: argparse.Namespace, n_classes: int | None):
-    from .estimator import ORLR
+    from .estimators.base import ORLR
 
     return ORLR(
         method=args.method,
@@ -108,7 +108,7 @@ def _estimator_from_args(args: argparse.Namespace, n_classes: int | None):
 
 
 def _nuts_from_args(args: argparse.Namespace):
-    from .estimator import ORLR
+    from .estimators.base import ORLR
 
     return ORLR(
         method="nuts",
@@ -123,7 +123,7 @@ def _nuts_from_args(args: argparse.Namespace):
 
 def _report(model, data: BagData, label: str) -> dict[str, float]:
     """Instance- and bag-level metrics of ``model`` on ``data``."""
-    from . import metrics
+    from .evaluation import metrics
 
     out: dict[str, float] = {}
     if data.instance_labels is not None:
@@ -150,9 +150,9 @@ def _report(model, data: BagData, label: str) -> dict[str, float]:
 def _demo(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from . import metrics
-    from .datasets import make_miml_digits
-    from .estimator import ORLR
+    from .data.datasets import make_miml_digits
+    from .estimators.base import ORLR
+    from .evaluation import metrics
 
     steps = tqdm(total=4, desc="demo", disable=args.quiet, file=sys.stderr)
     # Disjoint image pools: the inductive accuracy is on digits the models never saw.
@@ -187,7 +187,7 @@ def _demo(args: argparse.Namespace) -> int:
     nuts.save(out / "nuts")
     steps.update()
     steps.close()
-    from .inference_data import summary
+    from .inference.inference_data import summary
 
     table = summary(nuts.posterior_)
     n_inst = sum(len(b) for b in train.bags)
@@ -215,7 +215,7 @@ def _fit_quietly(model: Any, *fit_args: Any) -> Any:
     The command line reports the fit's problems itself, as ``warning: ...``
     lines (``_warn_lines``), rather than as a Python warning with a source line.
     """
-    from .diagnostics import ConvergenceWarning
+    from .inference.diagnostics import ConvergenceWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -242,7 +242,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from .estimator import ORLR
+    from .estimators.base import ORLR
 
     model = ORLR.load(args.model)
     data = _load_data(args, split="test")
@@ -266,7 +266,7 @@ def _predict(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     if args.model is None:
         return _compare(args)
-    from .estimator import ORLR
+    from .estimators.base import ORLR
 
     model = ORLR.load(args.model)
     result = _report(model, _load_data(args, split="test"), "")
@@ -282,10 +282,10 @@ COMPARED = ("orlr-em", "orlr-nuts", "softmax", "majority", "sim")
 
 
 def _comparison_data(args: argparse.Namespace):
-    from .data import MIMLData
+    from .data.container import MIMLData
 
     if args.dataset == "letter-frost":
-        from .datasets import load_letter_frost
+        from .data.datasets import load_letter_frost
 
         return load_letter_frost(args.uci_path, seed=args.seed)
     data = _load_data(args)
@@ -295,8 +295,8 @@ def _comparison_data(args: argparse.Namespace):
 
 
 def _compared_models(args: argparse.Namespace) -> dict:
-    from .estimator import ORLR, MajorityClass, SoftmaxRegression
-    from .sim import SIM
+    from .estimators.base import ORLR, MajorityClass, SoftmaxRegression
+    from .estimators.sim import SIM
 
     chosen = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(chosen) - set(COMPARED))
@@ -322,8 +322,8 @@ def _compare(args: argparse.Namespace) -> int:
     """Cross-validated comparison (``evaluate`` without ``--model``)."""
     from tqdm import tqdm
 
-    from .datasets import published_figures
-    from .experiment import cross_validate
+    from .data.datasets import published_figures
+    from .evaluation.cross_validation import cross_validate
 
     if args.dataset is None and not args.data:
         raise ValueError("give --model to evaluate a saved model, or --dataset/--data for a comparison")

@@ -13,8 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .bags import DEFAULT_MAX_LABELS, PackedBags, check_label_sets, pack_bags, packed_log_likelihood
-from .model import check_features, sum_to_zero_basis
+from .dp.packing import PackedBags, pack_bags
+from .dp.ragged import packed_log_likelihood
+from .dp.validation import DEFAULT_MAX_LABELS, check_features, check_label_sets
+from .model.numpyro_model import sum_to_zero_basis
 
 Array = jax.Array
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import orlr_ppl
-from orlr_ppl.model import make_model_data
+from orlr_ppl.model.numpyro_model import make_model_data
 
 RNG = np.random.default_rng(0)
 GOOD = [RNG.normal(size=(3, 4)), RNG.normal(size=(2, 4))]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from orlr_ppl.cli import _compared_models, build_parser, load_npz, main
-from orlr_ppl.datasets import make_miml_digits
+from orlr_ppl.data.datasets import make_miml_digits
 
 _SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from orlr_ppl.compilation_cache import ENV, default_cache_dir
-from orlr_ppl.datasets import make_miml_digits
+from orlr_ppl.data.datasets import make_miml_digits
 
 
 def _fit(tmp_path, cache_setting: str) -> subprocess.CompletedProcess:

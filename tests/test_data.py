@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from orlr_ppl import ORLR, MajorityClass, SoftmaxRegression
-from orlr_ppl.data import MIMLData
-from orlr_ppl.datasets import make_miml_digits
+from orlr_ppl.data.container import MIMLData
+from orlr_ppl.data.datasets import make_miml_digits
 
 X = np.arange(20.0).reshape(10, 2)
 IDS = np.array([3, 3, 1, 1, 1, 3, 7, 7, 7, 7])

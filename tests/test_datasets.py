@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from orlr_ppl.datasets import DIGITS_TRAIN_FRACTION, make_miml_digits, split_pools
+from orlr_ppl.data.datasets import DIGITS_TRAIN_FRACTION, make_miml_digits, split_pools
 
 
 def _rows(ds) -> set[bytes]:

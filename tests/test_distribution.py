@@ -13,7 +13,7 @@ from numpyro.infer import Predictive
 from scipy.stats import chisquare
 
 import orlr_ppl
-from orlr_ppl.distribution import BagLabelSet
+from orlr_ppl.model.distribution import BagLabelSet
 
 
 def _all_label_sets(n_classes: int) -> np.ndarray:

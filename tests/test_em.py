@@ -6,10 +6,10 @@ import jax
 import numpy as np
 import pytest
 
-from orlr_ppl.datasets import make_miml_digits
-from orlr_ppl.infer_em import fit_em
-from orlr_ppl.infer_map import fit_map
-from orlr_ppl.model import make_model_data
+from orlr_ppl.data.datasets import make_miml_digits
+from orlr_ppl.inference.em import fit_em
+from orlr_ppl.inference.map import fit_map
+from orlr_ppl.model.numpyro_model import make_model_data
 from orlr_ppl.objective import log_posterior, make_flat_data
 
 
@@ -50,7 +50,7 @@ def test_em_and_map_reach_the_same_optimum(digits):
 def test_log_posterior_matches_the_numpyro_model(digits):
     from numpyro.infer.util import log_density
 
-    from orlr_ppl.model import orlr_model
+    from orlr_ppl.model.numpyro_model import orlr_model
 
     rng = np.random.default_rng(0)
     params = {"W_raw": rng.normal(size=(64, 9)) * 0.1, "beta_raw": rng.normal(size=9)}

@@ -9,7 +9,7 @@ import pytest
 from sklearn.base import clone
 
 from orlr_ppl import ORLR, MajorityClass, SoftmaxRegression
-from orlr_ppl.datasets import make_miml_digits
+from orlr_ppl.data.datasets import make_miml_digits
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orlr_ppl.data import MIMLData
-from orlr_ppl.io import read_bag_csv, read_miml_arff
+from orlr_ppl.data.container import MIMLData
+from orlr_ppl.data.io import read_bag_csv, read_miml_arff
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ARFF = FIXTURES / "miml_small.arff"

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orlr_ppl._frost_words import ROAD_NOT_TAKEN
-from orlr_ppl.datasets import load_letter_frost, read_uci_letters
+from orlr_ppl.data._frost_words import ROAD_NOT_TAKEN
+from orlr_ppl.data.datasets import load_letter_frost, read_uci_letters
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 UCI, POEM = DATA / "letter-recognition.data", DATA / "road_not_taken.txt"

@@ -9,13 +9,13 @@ import pytest
 from numpyro import handlers
 from numpyro.infer import Predictive
 from numpyro.infer.util import log_density
+from scipy.special import softmax
 from scipy.stats import norm
 
 import orlr_ppl
-from orlr_ppl.datasets import make_miml_digits
-from orlr_ppl.infer_map import fit_map
-from orlr_ppl.model import make_model_data, orlr_model, sum_to_zero_basis
-from orlr_ppl.predict import instance_logits, predict_proba_inductive, predict_proba_transductive
+from orlr_ppl.data.datasets import make_miml_digits
+from orlr_ppl.inference.map import fit_map
+from orlr_ppl.model.numpyro_model import make_model_data, orlr_model, sum_to_zero_basis
 
 
 def _toy(n_bags=30, n_classes=4, d=3, seed=0):
@@ -43,7 +43,8 @@ def test_log_density_is_likelihood_plus_prior():
     got, trace = log_density(orlr_model, (data,), {"prior_scale": 0.7, "intercept_scale": 2.0}, params)
     w, beta = trace["W"]["value"], trace["beta"]["value"]
     np.testing.assert_allclose(np.sum(w, axis=1), 0.0, atol=1e-5)  # sum-to-zero over classes
-    ll = orlr_ppl.bag_log_likelihood(instance_logits(np.asarray(w), np.asarray(beta), bags), sets)
+    logits = [x @ np.asarray(w, np.float64) + np.asarray(beta, np.float64) for x in bags]
+    ll = orlr_ppl.bag_log_likelihood(logits, sets)
     prior = norm.logpdf(np.asarray(params["W_raw"]), scale=0.7).sum()
     prior += norm.logpdf(np.asarray(params["beta_raw"]), scale=2.0).sum()
     assert float(got) == pytest.approx(ll.sum() + prior, rel=1e-5)
@@ -91,9 +92,12 @@ def test_map_on_miml_digits_annotates_instances():
     def acc(p, y):
         return np.mean(np.concatenate([a.argmax(1) == b for a, b in zip(p, y)]))
 
-    inductive = acc(predict_proba_inductive(fit.W, fit.beta, test.bags), test.instance_labels)
+    def logits(bags):
+        return [x @ fit.W + fit.beta for x in bags]
+
+    inductive = acc([softmax(z, axis=1) for z in logits(test.bags)], test.instance_labels)
     transductive = acc(
-        predict_proba_transductive(fit.W, fit.beta, train.bags, train.label_sets), train.instance_labels
+        orlr_ppl.instance_posteriors(logits(train.bags), train.label_sets), train.instance_labels
     )
     # Chance is 0.1; bag labels alone must be enough to learn the digits.
     assert inductive > 0.85 and transductive > 0.95

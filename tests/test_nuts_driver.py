@@ -9,12 +9,12 @@ import pytest
 from numpyro.infer import MCMC, NUTS, init_to_value
 from numpyro.infer.util import log_density, log_likelihood
 
-from orlr_ppl import infer_nuts
-from orlr_ppl.diagnostics import mixing_converged
-from orlr_ppl.infer_map import fit_map
-from orlr_ppl.infer_nuts import Chains, NUTSSettings, fit_nuts
-from orlr_ppl.log_density import bucket_log_likelihoods, potential_and_grad, prior_scales
-from orlr_ppl.model import join_model_data, make_model_data, orlr_model, split_model_data
+from orlr_ppl.inference import nuts as infer_nuts
+from orlr_ppl.inference.diagnostics import mixing_converged
+from orlr_ppl.inference.map import fit_map
+from orlr_ppl.inference.nuts import Chains, NUTSSettings, fit_nuts
+from orlr_ppl.model.log_density import bucket_log_likelihoods, potential_and_grad, prior_scales
+from orlr_ppl.model.numpyro_model import join_model_data, make_model_data, orlr_model, split_model_data
 
 
 def _toy(n_bags=24, n_classes=3, d=2, seed=0):
@@ -163,7 +163,7 @@ def test_unconverged_chains_go_on_until_max_num_samples(monkeypatch):
     assert idata.posterior.sizes["draw"] == 12 and idata.log_likelihood["Y"].shape == (2, 12, 8)
     assert idata.sample_stats.attrs["num_samples_planned"] == 8
     assert idata.sample_stats.attrs["max_num_samples"] == 12
-    monkeypatch.setattr("orlr_ppl.diagnostics.mixing_converged", lambda draws: True)
+    monkeypatch.setattr("orlr_ppl.inference.diagnostics.mixing_converged", lambda draws: True)
     assert fit_nuts(data, max_num_samples=12, **kwargs).posterior.sizes["draw"] == 8
 
 

@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from orlr_ppl import metrics  # noqa: E402
-from orlr_ppl.plots import (  # noqa: E402
+from orlr_ppl.evaluation.plots import (  # noqa: E402
     TABLE_COLUMNS,
     interval_plot,
     proba_intervals,

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from orlr_ppl import ORLR, MajorityClass
-from orlr_ppl.diagnostics import (
+from orlr_ppl.estimators.sim import SIM
+from orlr_ppl.inference.diagnostics import (
     ConvergenceWarning,
     Diagnostics,
     PointDiagnostics,
@@ -17,8 +18,7 @@ from orlr_ppl.diagnostics import (
     diagnose,
     warn_if_unconverged,
 )
-from orlr_ppl.inference_data import az, summary, thinned_draws
-from orlr_ppl.sim import SIM
+from orlr_ppl.inference.inference_data import az, summary, thinned_draws
 
 
 def _clusters(n_bags=30, seed=0):

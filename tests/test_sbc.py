@@ -14,8 +14,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numpyro.infer.util import log_density, log_likelihood  # noqa: E402
 
-from orlr_ppl.model import make_model_data, orlr_model  # noqa: E402
-from orlr_ppl.sbc import (  # noqa: E402
+from orlr_ppl.inference.sbc import (  # noqa: E402
     BROKEN_LIKELIHOOD_POWER,
     NUTSSettings,
     SBCDesign,
@@ -34,6 +33,7 @@ from orlr_ppl.sbc import (  # noqa: E402
     simulate_replication,
     thin_indices,
 )
+from orlr_ppl.model.numpyro_model import make_model_data, orlr_model  # noqa: E402
 
 # Reduced SBC: 80 replications of 40 bags, 3 classes, 2 features; one chain of 200 warmup + 200 draws
 # thinned to L = 19 (20 possible ranks, 5 bins of 4). The correct and the broken run share one compiled

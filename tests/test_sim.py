@@ -12,10 +12,9 @@ from conftest import precision
 from scipy.special import softmax
 from sklearn.base import clone
 
-from orlr_ppl.data import MIMLData
-from orlr_ppl.datasets import make_miml_digits
-from orlr_ppl.metrics import instance_accuracy
-from orlr_ppl.sim import (
+from orlr_ppl.data.container import MIMLData
+from orlr_ppl.data.datasets import make_miml_digits
+from orlr_ppl.estimators.sim import (
     LAMBDA_GRID,
     SIM,
     Pairs,
@@ -28,6 +27,7 @@ from orlr_ppl.sim import (
     sim_path,
     support_instances,
 )
+from orlr_ppl.evaluation.metrics import instance_accuracy
 
 # -- plain-loop references of the published formulas ---------------------------
 

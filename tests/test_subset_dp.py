@@ -15,8 +15,9 @@ from reference import brute_force, inclusion_exclusion_mp
 from scipy.special import log_softmax
 
 import orlr_ppl
-from orlr_ppl import subset_dp
-from orlr_ppl.subset_dp import BucketInputs, bucket_dp
+from orlr_ppl.dp import subset_dp
+from orlr_ppl.dp.bucket import bucket_dp
+from orlr_ppl.dp.subset_dp import BucketInputs
 
 N_MAX, K_MAX, C_MAX = 7, 4, 6
 _bucket_dp = jax.jit(bucket_dp)
@@ -198,7 +199,7 @@ def test_gradient_is_posterior_minus_softmax_and_matches_finite_differences():
     bags = [rng.normal(size=(n, 4)) for n in (3, 5, 2, 4)]
     sets = [[0, 1], [1, 2, 3], [3], [0, 2]]
     with precision("float64"):
-        flat, packed, _ = orlr_ppl.bags._prepare_ragged(bags, sets, 16)
+        flat, packed, _ = orlr_ppl.dp.ragged._prepare_ragged(bags, sets, 16)
         weights = jnp.asarray(rng.normal(size=4))
 
         def objective(z):
@@ -220,7 +221,7 @@ def test_jit_does_not_recompile_for_new_values():
     rng = np.random.default_rng(4)
     bags = [rng.normal(size=(n, 3)) for n in (2, 3, 4)]
     sets = [[0, 1], [2], [0, 1, 2]]
-    flat, packed, _ = orlr_ppl.bags._prepare_ragged(bags, sets, 16)
+    flat, packed, _ = orlr_ppl.dp.ragged._prepare_ragged(bags, sets, 16)
     orlr_ppl.packed_log_likelihood(flat, packed)
     before = orlr_ppl.packed_log_likelihood._cache_size()
     orlr_ppl.packed_log_likelihood(flat * 2.0, packed)

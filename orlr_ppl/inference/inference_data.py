@@ -24,7 +24,7 @@ import xarray as xr
 from numpyro.infer import Predictive
 from numpyro.infer.util import log_likelihood
 
-from .model import ModelData, orlr_model, sum_to_zero_basis
+from ..model.numpyro_model import ModelData, orlr_model, sum_to_zero_basis
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)  # ArviZ announces its 1.0 refactor on import

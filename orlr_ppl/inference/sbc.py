@@ -69,7 +69,7 @@ from numpyro.primitives import Messenger
 from scipy import stats
 from scipy.special import ndtri
 
-from .model import ModelBucket, ModelData, orlr_model, sum_to_zero_basis
+from ..model.numpyro_model import ModelBucket, ModelData, orlr_model, sum_to_zero_basis
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 from sklearn.preprocessing import StandardScaler
 
-from .bags import parse_label_set, zero_likelihood_reason
+from ..dp.validation import parse_label_set, zero_likelihood_reason
 
 if TYPE_CHECKING:  # pandas is imported lazily: only the DataFrame constructor needs it
     import pandas as pd

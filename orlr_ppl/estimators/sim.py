@@ -45,11 +45,10 @@ import numpy as np
 from scipy.special import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from .bags import DEFAULT_MAX_LABELS, check_label_sets
-from .data import MIMLData
-from .estimator import _BagClassifier, _check_bag_score_rule, _fit_inputs, _infer_n_classes, _shape_of
-from .metrics import multi_hot, ranking_loss
-from .model import check_features
+from ..data.container import MIMLData
+from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_label_sets
+from ..evaluation.metrics import multi_hot, ranking_loss
+from .base import _BagClassifier, _check_bag_score_rule, _fit_inputs, _infer_n_classes, _shape_of
 
 Array = jax.Array
 

@@ -32,7 +32,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .bags import DEFAULT_MAX_LABELS, check_label_sets, check_ragged, pack_bags
+from ..dp.packing import pack_bags
+from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_label_sets
 from .distribution import BagLabelSet
 
 Array = jax.Array
@@ -135,11 +136,6 @@ def join_model_data(arrays: ModelArrays, shape: ModelShape) -> ModelData:
     """Inverse of ``split_model_data``, without ``bag_ids`` (None)."""
     buckets = tuple(ModelBucket(x, m, y, None, k) for (x, m, y), k in zip(arrays, shape.max_labels))
     return ModelData(buckets, shape.n_bags, shape.n_features, shape.n_classes)
-
-
-def check_features(bags: Sequence[np.ndarray], n_features: int | None = None) -> list[np.ndarray]:
-    """``check_ragged`` for features (n_b, d); ``n_features`` fixes ``d``."""
-    return check_ragged(bags, "features", "features", n_features)[0]
 
 
 def make_model_data(

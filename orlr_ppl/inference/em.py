@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .bags import packed_posteriors
-from .objective import FlatData, instance_scores, log_prior
+from ..dp.ragged import packed_posteriors
+from ..objective import FlatData, instance_scores, log_prior
 
 Array = jax.Array
 

@@ -10,8 +10,8 @@ import numpyro
 from numpyro.infer import SVI, Trace_ELBO, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 
+from ..model.numpyro_model import ModelData, orlr_model
 from .inference_data import az, inference_data, with_derived, zeros_init
-from .model import ModelData, orlr_model
 
 
 class SVIResult(NamedTuple):

@@ -46,9 +46,16 @@ from jax import lax
 from numpyro.infer.hmc import HMCState, hmc
 from numpyro.infer.util import ParamInfo
 
+from ..model.log_density import (
+    Params,
+    Scales,
+    bucket_log_likelihoods,
+    potential,
+    potential_and_grad,
+    prior_scales,
+)
+from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data
 from .inference_data import az, inference_data, with_derived, zeros_init
-from .log_density import Params, Scales, bucket_log_likelihoods, potential, potential_and_grad, prior_scales
-from .model import ModelArrays, ModelData, ModelShape, split_model_data
 
 Array = jax.Array
 ChainMethod = Literal["auto", "parallel", "sequential", "vectorized"]

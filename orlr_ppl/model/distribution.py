@@ -9,8 +9,8 @@ from jax import random
 from numpyro.distributions import Distribution, constraints
 from numpyro.distributions.util import validate_sample
 
-from .bags import DEFAULT_MAX_LABELS
-from .subset_dp import bucket_log_likelihood
+from ..dp.bucket import bucket_log_likelihood
+from ..dp.validation import DEFAULT_MAX_LABELS
 
 Array = jax.Array
 

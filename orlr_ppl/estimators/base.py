@@ -23,14 +23,16 @@ from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
-from . import __version__
-from .bags import DEFAULT_MAX_LABELS, check_label_sets, instance_posteriors, pack_bags, packed_posteriors
-from .data import MIMLData
-from .metrics import check_credible_mass, equal_tailed_interval, instance_accuracy
-from .model import ModelData, check_features
+from .. import __version__
+from ..data.container import MIMLData
+from ..dp.packing import pack_bags
+from ..dp.ragged import instance_posteriors, packed_posteriors
+from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_label_sets
+from ..evaluation.metrics import check_credible_mass, equal_tailed_interval, instance_accuracy
+from ..model.numpyro_model import ModelData
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
-    from .diagnostics import Diagnostics, PointDiagnostics
+    from ..inference.diagnostics import Diagnostics, PointDiagnostics
 
 METHODS = ("em", "map", "nuts", "svi")
 DEFAULT_MAX_ITER = {"em": 50, "map": 500}
@@ -372,10 +374,10 @@ class ORLR(_BagClassifier):
         Bags the union model cannot explain (fewer instances than labels, an
         empty label set) raise one ValueError listing all of them.
         """
-        from .infer_em import fit_em
-        from .infer_map import fit_map
-        from .model import make_model_data
-        from .objective import make_flat_data
+        from ..inference.em import fit_em
+        from ..inference.map import fit_map
+        from ..model.numpyro_model import make_model_data
+        from ..objective import make_flat_data
 
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
@@ -417,17 +419,17 @@ class ORLR(_BagClassifier):
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
         self.n_classes_, self.n_features_in_ = n_classes, n_features
         if not self.converged_:
-            from .diagnostics import ConvergenceWarning
+            from ..inference.diagnostics import ConvergenceWarning
 
             warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
         return self
 
     def _fit_posterior(self, bags, label_sets, n_classes: int) -> ORLR:
-        from .diagnostics import warn_if_unconverged
-        from .infer_nuts import fit_nuts
-        from .infer_svi import fit_svi
-        from .inference_data import with_names
-        from .model import make_model_data
+        from ..inference.diagnostics import warn_if_unconverged
+        from ..inference.inference_data import with_names
+        from ..inference.nuts import fit_nuts
+        from ..inference.svi import fit_svi
+        from ..model.numpyro_model import make_model_data
 
         data = make_model_data(bags, label_sets, n_classes, self.max_labels)
         common = {
@@ -479,8 +481,8 @@ class ORLR(_BagClassifier):
             raise ValueError(f"init={self.init!r}: choose 'map' or 'zeros'")
         if self.init == "zeros":
             return None
-        from .infer_map import fit_map
-        from .model import sum_to_zero_basis
+        from ..inference.map import fit_map
+        from ..model.numpyro_model import sum_to_zero_basis
 
         # A few hundred L-BFGS steps cost less than the warmup iterations they save.
         fit = fit_map(data, self.prior_scale, self.intercept_scale, fit_intercept=self.fit_intercept)
@@ -501,7 +503,7 @@ class ORLR(_BagClassifier):
         change of the log posterior (EM), ``problems``). Both have
         ``summary_lines()`` for a short text report.
         """
-        from .diagnostics import diagnose, optimizer_diagnostics
+        from ..inference.diagnostics import diagnose, optimizer_diagnostics
 
         check_is_fitted(self, "n_classes_")
         if hasattr(self, "posterior_"):
@@ -630,7 +632,7 @@ class ORLR(_BagClassifier):
             nc = param_file.parent / "posterior.nc"
             if not nc.is_file():
                 raise ValueError(f"{nc} is missing: a {self.method} model keeps its posterior there")
-            from .inference_data import az
+            from ..inference.inference_data import az
 
             try:
                 # Eager: read into memory and close the file, so the model can be saved over its own folder.

@@ -10,8 +10,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from scipy.optimize import minimize
 
-from .log_density import potential_and_grad, prior_scales
-from .model import ModelData, split_model_data, sum_to_zero_basis
+from ..model.log_density import potential_and_grad, prior_scales
+from ..model.numpyro_model import ModelData, split_model_data, sum_to_zero_basis
 
 
 class MAPResult(NamedTuple):

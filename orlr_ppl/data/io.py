@@ -70,7 +70,7 @@ import numpy as np
 from numpy.lib.recfunctions import structured_to_unstructured
 from scipy.io import arff
 
-from .data import MIMLData
+from .container import MIMLData
 
 __all__ = ["read_bag_csv", "read_miml_arff"]
 

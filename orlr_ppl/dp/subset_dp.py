@@ -46,6 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .log_space import _log_backward_step, _log_forward_step, _log_joint, _log_plus
+
 Array = jax.Array
 
 
@@ -88,14 +90,6 @@ class _Semiring(NamedTuple):
     plus: Callable[[Array, Array], Array]
     total: Callable[..., Array]  # plus-reduction over an axis
     embed: Callable[[Array], Array]  # a probability into this semiring
-
-
-def _log_plus(a: Array, b: Array) -> Array:
-    # Plain logaddexp: these passes are never differentiated (the VJP is
-    # written by hand), so jnp.logaddexp's gradient guards only cost compile time.
-    top = jnp.maximum(a, b)
-    safe = jnp.where(jnp.isneginf(top), 0.0, top)
-    return safe + jnp.log(jnp.exp(a - safe) + jnp.exp(b - safe))
 
 
 _UNROLL_REDUCE = 16
@@ -191,49 +185,6 @@ def _backward_step(sr: _Semiring, beta: Array, q_i: Array, pad_i: Array) -> Arra
     for j in range(q_i.shape[0]):
         new = sr.plus(new, sr.times(q_i[j], _with(beta, j)))
     return new
-
-
-def _slot_tables(n_slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(K, 2**K) constants: whether slot ``j`` is in S, ``S ^ {j}`` and ``S | {j}``."""
-    subsets, bits = np.arange(1 << n_slots)[None, :], (1 << np.arange(n_slots))[:, None]
-    return (subsets & bits) > 0, subsets ^ bits, subsets | bits
-
-
-def _lse(x: Array, axis: int) -> Array:
-    """``log sum exp`` over ``axis`` with XLA's reduce ops, compact to compile."""
-    top = jnp.max(x, axis=axis, keepdims=True)
-    safe = jnp.where(jnp.isneginf(top), 0.0, top)
-    return jnp.squeeze(safe, axis) + jnp.log(jnp.sum(jnp.exp(x - safe), axis=axis))
-
-
-# The log-space passes run only for bags whose probability-space pass came near
-# underflow, so they are written for a small program rather than for speed:
-# every slot at once through (K, 2**K) index tables, not one unrolled bit view
-# per slot. Unrolled, they doubled the DP's compile time.
-
-
-def _log_forward_step(alpha: Array, q_i: Array, pad_i: Array) -> Array:
-    """``_forward_step`` in log space: (2**K, B) states, (K, B) log slot probabilities, (B,) log padding."""
-    has, flip, _ = _slot_tables(q_i.shape[0])
-    lq = jnp.where(has[..., None], q_i[:, None, :], -jnp.inf)  # (K, 2**K, B)
-    stay = _log_plus(_lse(lq, axis=0), pad_i)
-    return _log_plus(alpha + stay, _lse(lq + alpha[flip], axis=0))
-
-
-def _log_backward_step(beta: Array, q_i: Array, pad_i: Array) -> Array:
-    """``_backward_step`` in log space."""
-    _, _, union = _slot_tables(q_i.shape[0])
-    return _log_plus(pad_i + beta, _lse(q_i[:, None, :] + beta[union], axis=0))
-
-
-def _log_joint(log_q: Array, alpha: Array, beta: Array) -> Array:
-    """Log of ``q_ij sum_S alpha_{i-1}(S) beta_i(S | {j})``, (N, K, B), one slot at a time."""
-    _, _, union = _slot_tables(log_q.shape[1])
-
-    def _slot(j: Array) -> Array:
-        return _lse(alpha[:-1] + jnp.take(beta[1:], jnp.asarray(union)[j], axis=1), axis=1)  # (N, B)
-
-    return log_q + jnp.moveaxis(lax.map(_slot, jnp.arange(log_q.shape[1])), 0, 1)
 
 
 def _history_loop(
@@ -446,22 +397,6 @@ def _scan_groups(lengths: Sequence[int]) -> list[list[int]]:
     return groups
 
 
-def bucket_dp(
-    slot_log_probs: Array, mask: Array, label_mask: Array, with_posteriors: bool = True
-) -> DPResult:
-    """``buckets_dp`` on one bucket given batch-major.
-
-    Args:
-        slot_log_probs: (B, N, K); mask: (B, N); label_mask: (B, K) (see
-            ``BucketInputs`` for their meaning).
-    Returns:
-        ``DPResult`` with ``log_likelihood`` (B,) and ``posteriors`` (B, N, K).
-    """
-    inputs = BucketInputs(jnp.transpose(slot_log_probs, (1, 2, 0)), mask.T, label_mask.T)
-    res = buckets_dp([inputs], with_posteriors)[0]
-    return DPResult(res.log_likelihood, jnp.transpose(res.posteriors, (2, 0, 1)))
-
-
 def slot_log_probs(log_probs: Array, rows: Array, labels: Array) -> Array:
     """Gather time-major slot log-probabilities from flat instance rows.
 
@@ -484,54 +419,3 @@ def spread_slots(slot_values: Array, labels: Array, label_mask: Array, n_classes
         hit = (labels[j][:, None] == classes) & label_mask[j][:, None]  # (B, C)
         out = out + jnp.where(hit, slot_values[:, j, :, None], 0.0)
     return out
-
-
-def _padded_inputs(logits: Array, mask: Array, labels: Array, label_mask: Array):
-    B, N, C = logits.shape
-    log_probs = jax.nn.log_softmax(logits, axis=-1)
-    rows = (jnp.arange(B)[None, :] * N + jnp.arange(N)[:, None]).astype(jnp.int32)
-    inputs = BucketInputs(slot_log_probs(log_probs.reshape(B * N, C), rows, labels.T), mask.T, label_mask.T)
-    return log_probs, inputs
-
-
-@jax.custom_vjp
-def bucket_log_likelihood(logits: Array, mask: Array, labels: Array, label_mask: Array) -> Array:
-    """Bag log-likelihoods of a bucket, differentiable in ``logits``.
-
-    Args:
-        logits: (B, N, C) instance class scores (``W x + beta``).
-        mask: (B, N) bool, real instances.
-        labels: (B, K) int, class of each label slot (any class where padded).
-        label_mask: (B, K) bool, real slots, packed first.
-    Returns:
-        (B,) ``log p(Y_b | X_b)``. The gradient w.r.t. ``logits`` is
-        ``posterior - softmax`` on real instances, from the DP's backward pass
-        rather than from differentiating through the scan.
-    """
-    _, inputs = _padded_inputs(logits, mask, labels, label_mask)
-    return buckets_dp([inputs], with_posteriors=False)[0].log_likelihood
-
-
-def bucket_posteriors(logits: Array, mask: Array, labels: Array, label_mask: Array) -> DPResult:
-    """Log-likelihoods (B,) and class posteriors (B, N, C) of a bucket.
-
-    Arguments as ``bucket_log_likelihood``. ``posteriors[b, i, c]`` is
-    ``p(y_bi = c | Y_b, X_b)``: zero for ``c`` outside ``Y_b`` and on padding.
-    """
-    _, inputs = _padded_inputs(logits, mask, labels, label_mask)
-    res = buckets_dp([inputs], with_posteriors=True)[0]
-    post = spread_slots(res.posteriors, labels.T, label_mask.T, logits.shape[-1])
-    return DPResult(res.log_likelihood, jnp.swapaxes(post, 0, 1))
-
-
-def _bll_fwd(logits: Array, mask: Array, labels: Array, label_mask: Array):
-    res = bucket_posteriors(logits, mask, labels, label_mask)
-    score = jnp.where(mask[..., None], res.posteriors - jax.nn.softmax(logits, axis=-1), 0.0)
-    return res.log_likelihood, score
-
-
-def _bll_bwd(score: Array, g: Array):
-    return (g[:, None, None] * score, None, None, None)
-
-
-bucket_log_likelihood.defvjp(_bll_fwd, _bll_bwd)

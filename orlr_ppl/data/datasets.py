@@ -8,7 +8,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 from sklearn.datasets import load_digits
 
-from .data import MIMLData
+from .container import MIMLData
 
 
 class MIMLDataset(NamedTuple):

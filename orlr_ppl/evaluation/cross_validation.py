@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from ..data.container import MIMLData
+from ..inference.diagnostics import ConvergenceWarning
 from . import metrics
-from .data import MIMLData
-from .diagnostics import ConvergenceWarning
 
 PROTOCOLS = ("inductive", "transductive", "both")
 ACCURACY = {

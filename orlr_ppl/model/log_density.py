@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from numpyro.infer.util import log_likelihood, potential_energy
 
-from .model import ModelArrays, ModelShape, join_model_data, orlr_model
+from .numpyro_model import ModelArrays, ModelShape, join_model_data, orlr_model
 
 Array = jax.Array
 Params = dict[str, Array]

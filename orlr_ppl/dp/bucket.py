@@ -1,0 +1,83 @@
+"""The subset DP on one bucket given batch-major, differentiable in the logits.
+
+This is the interface the NumPyro distribution ``BagLabelSet`` uses: logits
+(B, N, C) of ``B`` bags padded to ``N`` instances, and each bag's label slots
+(B, K). The gradient comes from the DP's backward pass (``posterior -
+softmax``), not from differentiating through the scan.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .subset_dp import BucketInputs, DPResult, buckets_dp, slot_log_probs, spread_slots
+
+Array = jax.Array
+
+
+def bucket_dp(
+    slot_log_probs: Array, mask: Array, label_mask: Array, with_posteriors: bool = True
+) -> DPResult:
+    """``buckets_dp`` on one bucket given batch-major.
+
+    Args:
+        slot_log_probs: (B, N, K); mask: (B, N); label_mask: (B, K) (see
+            ``BucketInputs`` for their meaning).
+    Returns:
+        ``DPResult`` with ``log_likelihood`` (B,) and ``posteriors`` (B, N, K).
+    """
+    inputs = BucketInputs(jnp.transpose(slot_log_probs, (1, 2, 0)), mask.T, label_mask.T)
+    res = buckets_dp([inputs], with_posteriors)[0]
+    return DPResult(res.log_likelihood, jnp.transpose(res.posteriors, (2, 0, 1)))
+
+
+def _padded_inputs(logits: Array, mask: Array, labels: Array, label_mask: Array):
+    B, N, C = logits.shape
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    rows = (jnp.arange(B)[None, :] * N + jnp.arange(N)[:, None]).astype(jnp.int32)
+    inputs = BucketInputs(slot_log_probs(log_probs.reshape(B * N, C), rows, labels.T), mask.T, label_mask.T)
+    return log_probs, inputs
+
+
+@jax.custom_vjp
+def bucket_log_likelihood(logits: Array, mask: Array, labels: Array, label_mask: Array) -> Array:
+    """Bag log-likelihoods of a bucket, differentiable in ``logits``.
+
+    Args:
+        logits: (B, N, C) instance class scores (``W x + beta``).
+        mask: (B, N) bool, real instances.
+        labels: (B, K) int, class of each label slot (any class where padded).
+        label_mask: (B, K) bool, real slots, packed first.
+    Returns:
+        (B,) ``log p(Y_b | X_b)``. The gradient w.r.t. ``logits`` is
+        ``posterior - softmax`` on real instances, from the DP's backward pass
+        rather than from differentiating through the scan.
+    """
+    _, inputs = _padded_inputs(logits, mask, labels, label_mask)
+    return buckets_dp([inputs], with_posteriors=False)[0].log_likelihood
+
+
+def bucket_posteriors(logits: Array, mask: Array, labels: Array, label_mask: Array) -> DPResult:
+    """Log-likelihoods (B,) and class posteriors (B, N, C) of a bucket.
+
+    Arguments as ``bucket_log_likelihood``. ``posteriors[b, i, c]`` is
+    ``p(y_bi = c | Y_b, X_b)``: zero for ``c`` outside ``Y_b`` and on padding.
+    """
+    _, inputs = _padded_inputs(logits, mask, labels, label_mask)
+    res = buckets_dp([inputs], with_posteriors=True)[0]
+    post = spread_slots(res.posteriors, labels.T, label_mask.T, logits.shape[-1])
+    return DPResult(res.log_likelihood, jnp.swapaxes(post, 0, 1))
+
+
+def _bll_fwd(logits: Array, mask: Array, labels: Array, label_mask: Array):
+    res = bucket_posteriors(logits, mask, labels, label_mask)
+    score = jnp.where(mask[..., None], res.posteriors - jax.nn.softmax(logits, axis=-1), 0.0)
+    return res.log_likelihood, score
+
+
+def _bll_bwd(score: Array, g: Array):
+    return (g[:, None, None] * score, None, None, None)
+
+
+bucket_log_likelihood.defvjp(_bll_fwd, _bll_bwd)

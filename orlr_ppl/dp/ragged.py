@@ -1,0 +1,132 @@
+"""The exact bag likelihood and instance posteriors of ragged logits.
+
+Logits laid end to end (bags one after another) are gathered into the
+``pack_bags`` buckets, run through the subset DP, and scattered back. The
+jitted functions take a ``PackedBags`` pytree and do no Python work per bag,
+and recompile only when the bucket shapes change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .packing import PackedBags, pack_bags
+from .subset_dp import BucketInputs, buckets_dp, slot_log_probs, spread_slots
+from .validation import DEFAULT_MAX_LABELS, check_label_sets, check_logits
+
+Array = jax.Array
+
+
+def _slot_inputs(log_probs: Array, packed: PackedBags) -> list[BucketInputs]:
+    return [
+        BucketInputs(slot_log_probs(log_probs, b.rows, b.labels), b.mask, b.label_mask)
+        for b in packed.buckets
+    ]
+
+
+def _posteriors_and_ll(log_probs: Array, packed: PackedBags) -> tuple[Array, Array]:
+    results = buckets_dp(_slot_inputs(log_probs, packed), with_posteriors=True)
+    n_classes = log_probs.shape[1]
+    post = jnp.concatenate(
+        [
+            spread_slots(r.posteriors, b.labels, b.label_mask, n_classes).reshape(-1, n_classes)
+            for r, b in zip(results, packed.buckets)
+        ]
+    )[packed.instance_slot]
+    ll = jnp.concatenate([r.log_likelihood for r in results])[packed.bag_slot]
+    return ll, post
+
+
+@jax.custom_vjp
+def _packed_ll(logits: Array, packed: PackedBags) -> Array:
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    results = buckets_dp(_slot_inputs(log_probs, packed), with_posteriors=False)
+    return jnp.concatenate([r.log_likelihood for r in results])[packed.bag_slot]
+
+
+def _packed_ll_fwd(logits: Array, packed: PackedBags):
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    ll, post = _posteriors_and_ll(log_probs, packed)
+    return ll, (post - jnp.exp(log_probs), packed.instance_bag)
+
+
+def _packed_ll_bwd(residuals: tuple[Array, Array], g: Array):
+    score, instance_bag = residuals
+    # d log p(Y_b) / d z_bi = p(y_bi | Y_b, X_b) - softmax(z_bi): the E-step.
+    return g[instance_bag][:, None] * score, None
+
+
+_packed_ll.defvjp(_packed_ll_fwd, _packed_ll_bwd)
+
+
+@jax.jit
+def packed_log_likelihood(logits: Array, packed: PackedBags) -> Array:
+    """Per-bag log-likelihood of packed bags.
+
+    Args:
+        logits: (n_instances, C) instance scores, bags laid end to end.
+        packed: from ``pack_bags``.
+    Returns:
+        (B,) ``log p(Y_b | X_b)`` in input bag order. Differentiable in
+        ``logits``: the gradient ``posterior - softmax`` comes from the DP's
+        backward pass, not from differentiating through the scan.
+    """
+    return _packed_ll(logits, packed)
+
+
+@jax.jit
+def packed_posteriors(logits: Array, packed: PackedBags) -> tuple[Array, Array]:
+    """Per-bag log-likelihood (B,) and instance posteriors (n_instances, C)."""
+    return _posteriors_and_ll(jax.nn.log_softmax(logits, axis=-1), packed)
+
+
+def _prepare_ragged(
+    logits: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]], max_labels: int
+) -> tuple[Array, PackedBags, list[int]]:
+    arrays, n_classes = check_logits(logits)
+    n_inst = [a.shape[0] for a in arrays]
+    sets = check_label_sets(label_sets, n_inst, n_classes, max_labels)
+    # float64 input stays float64 under ``jax_enable_x64``, else becomes float32.
+    flat = jnp.asarray(np.concatenate(arrays, axis=0))
+    return flat, pack_bags(n_inst, sets), n_inst
+
+
+def bag_log_likelihood(
+    logits: Sequence[np.ndarray],
+    label_sets: Sequence[Iterable[int]],
+    max_labels: int = DEFAULT_MAX_LABELS,
+) -> np.ndarray:
+    """Exact ``log p(Y_b | X_b)`` of each bag under the ORed-logistic model.
+
+    Args:
+        logits: B arrays of shape (n_b, C): class scores of each instance.
+        label_sets: B iterables of class indices in ``[0, C)``.
+        max_labels: largest label set accepted (the DP holds ``2**K`` states).
+    Returns:
+        (B,) log-likelihoods, float32 (float64 with ``jax_enable_x64``).
+    Raises:
+        ValueError: for bad input, naming the bag (see ``check_logits``,
+            ``check_label_sets``).
+    """
+    flat, packed, _ = _prepare_ragged(logits, label_sets, max_labels)
+    return np.asarray(packed_log_likelihood(flat, packed))
+
+
+def instance_posteriors(
+    logits: Sequence[np.ndarray],
+    label_sets: Sequence[Iterable[int]],
+    max_labels: int = DEFAULT_MAX_LABELS,
+) -> list[np.ndarray]:
+    """Posterior ``p(y_bi = c | Y_b, X_b)`` of every instance.
+
+    Args: as ``bag_log_likelihood``.
+    Returns:
+        B arrays of shape (n_b, C); rows sum to one and are zero off ``Y_b``.
+    """
+    flat, packed, n_inst = _prepare_ragged(logits, label_sets, max_labels)
+    _, post = packed_posteriors(flat, packed)
+    return np.split(np.asarray(post), np.cumsum(n_inst)[:-1])

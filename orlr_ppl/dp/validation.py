@@ -1,0 +1,146 @@
+"""Validation of ragged bags and label sets, shared by every layer above the DP.
+
+Every check raises a ``ValueError`` that names the bag (and the instances)
+and says how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+DEFAULT_MAX_LABELS = 16
+"""Largest label set accepted by default: the DP holds ``2**K`` states a bag."""
+
+
+def check_label_sets(
+    label_sets: Sequence[Iterable[int]],
+    n_instances: Sequence[int],
+    n_classes: int,
+    max_labels: int = DEFAULT_MAX_LABELS,
+) -> list[np.ndarray]:
+    """Validate label sets; return each as a sorted unique int array.
+
+    Raises:
+        ValueError: naming the bag, for an empty bag, an empty label set, a
+            non-integer label, a label outside ``[0, n_classes)``, more labels
+            than instances (likelihood exactly zero) or more than
+            ``max_labels`` labels.
+    """
+    if len(label_sets) != len(n_instances):
+        raise ValueError(
+            f"got {len(n_instances)} bags but {len(label_sets)} label sets: "
+            "give exactly one label set per bag"
+        )
+    out, impossible = [], []
+    for b, (raw, n_b) in enumerate(zip(label_sets, n_instances)):
+        arr = parse_label_set(raw, str(b))
+        bad = arr[(arr < 0) | (arr >= n_classes)]
+        if bad.size:
+            raise ValueError(
+                f"bag {b} has label(s) {bad.tolist()} outside [0, {n_classes}): "
+                f"use class indices 0..{n_classes - 1} or raise n_classes"
+            )
+        problem = zero_likelihood_reason(arr.size, n_b)
+        if problem:
+            impossible.append((b, problem))
+        elif arr.size > max_labels:
+            raise ValueError(
+                f"bag {b} has {arr.size} labels, above max_labels={max_labels} (the DP holds "
+                f"2**{arr.size} states for it): raise max_labels if memory allows, or split the bag"
+            )
+        out.append(arr)
+    if impossible:
+        raise ValueError(_impossible_message(impossible))
+    return out
+
+
+def parse_label_set(raw: Iterable[int], bag: str) -> np.ndarray:
+    """One bag's labels as a sorted unique int64 array (possibly empty); ``bag`` names it in errors."""
+    if isinstance(raw, (str, bytes)) or np.ndim(raw) > 1:
+        raise ValueError(f"label set of bag {bag} must be a flat iterable of class indices")
+    arr = np.asarray(list(raw) if not isinstance(raw, np.ndarray) else raw)
+    if arr.size and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)):
+        if not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr))):
+            raise ValueError(f"bag {bag} has non-integer labels {arr.tolist()}: use class indices")
+    return np.unique(arr.astype(np.int64))
+
+
+def zero_likelihood_reason(n_labels: int, n_instances: int) -> str | None:
+    """Why a bag has likelihood exactly zero under the union model, or None."""
+    if n_instances == 0:
+        return "is empty: every bag needs at least one instance"
+    if n_labels == 0:
+        return "has an empty label set: under the ORed-logistic model every bag has at least one label"
+    if n_labels > n_instances:
+        return (
+            f"has {n_labels} labels but only {n_instances} instance(s): its likelihood is exactly "
+            "zero under the union model (each instance carries one label)"
+        )
+    return None
+
+
+def _impossible_message(impossible: list[tuple[int, str]], shown: int = 20) -> str:
+    fix = "fix their label sets or remove them (MIMLData.drop_impossible() does, and reports which)"
+    if len(impossible) == 1:
+        b, why = impossible[0]
+        return f"bag {b} {why}; remove it or fix its label set"
+    listed = "; ".join(f"bag {b} {why}" for b, why in impossible[:shown])
+    more = f"; and {len(impossible) - shown} more" if len(impossible) > shown else ""
+    ids = [b for b, _ in impossible]
+    return f"{len(impossible)} bags are impossible under the union model ({ids}): {listed}{more}. {fix}"
+
+
+def check_ragged(
+    arrays: Sequence[np.ndarray], kind: str, column: str, width: int | None = None
+) -> tuple[list[np.ndarray], int]:
+    """Validate a ragged list of (n_b, width) float arrays, one per bag.
+
+    Args:
+        arrays: one 2-D array per bag.
+        kind: what the arrays hold, for messages ("logits", "features").
+        column: what a column is, for messages ("classes", "features").
+        width: the required column count; default: bag 0's.
+    Returns:
+        The arrays as floating arrays, and the column count.
+    Raises:
+        ValueError: naming the bag, for a non-2-D array, an empty bag, a
+            column count that differs, or NaN/infinite entries (naming the
+            instances).
+    """
+    if isinstance(arrays, np.ndarray) and arrays.ndim == 2:
+        raise ValueError(f"{kind} must be a list of (n_b, {column}) arrays, one per bag, not one 2-D array")
+    out = []
+    for b, a in enumerate(arrays):
+        a = np.asarray(a)
+        if a.ndim != 2:
+            raise ValueError(f"{kind} of bag {b} have shape {a.shape}: expected (n_instances, {column})")
+        if a.shape[0] == 0:
+            raise ValueError(f"bag {b} is empty: every bag needs at least one instance; remove it")
+        if width is None:
+            width = a.shape[1]
+        elif a.shape[1] != width:
+            raise ValueError(f"bag {b} has {a.shape[1]} {column}, expected {width}")
+        if not np.issubdtype(a.dtype, np.floating):
+            a = a.astype(np.float64)
+        if not np.all(np.isfinite(a)):
+            rows = np.flatnonzero(~np.all(np.isfinite(a), axis=1)).tolist()
+            raise ValueError(
+                f"bag {b} has NaN or infinite {kind} in instance(s) {rows}: impute or remove "
+                "them (or the bag) before fitting"
+            )
+        out.append(a)
+    if width is None:
+        raise ValueError("no bags given")
+    return out, width
+
+
+def check_logits(logits: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+    """``check_ragged`` for logits: returns the arrays and the class count."""
+    return check_ragged(logits, "logits", "classes")
+
+
+def check_features(bags: Sequence[np.ndarray], n_features: int | None = None) -> list[np.ndarray]:
+    """``check_ragged`` for features (n_b, d); ``n_features`` fixes ``d``."""
+    return check_ragged(bags, "features", "features", n_features)[0]

@@ -1,0 +1,1 @@
+"""Beside the layers, evaluation: ``metrics``, ``cross_validation`` and ``plots``."""
