@@ -6,15 +6,17 @@ package's defaults: 500 warmup, 500 draws, 2 chains, target acceptance 0.8),
 thins the draws to L and ranks the true value of every scalar among them.
 Uniform ranks are what a correct posterior gives; the chi-square test per
 parameter is Holm-corrected over all parameters and the verdict passes when
-every corrected p-value exceeds alpha (see ``orlr_ppl.sbc``).
+every corrected p-value exceeds alpha (see ``orlr_ppl.inference.sbc``). The sampler
+is the package's NUTS driver, the program ``fit_nuts`` runs.
 
     python benchmarks/bench_sbc.py                 # the full run (300 replications)
     python benchmarks/bench_sbc.py --replications 10 --out /tmp/sbc.png   # a timing probe
     python benchmarks/bench_sbc.py --broken        # likelihood ** 4 when fitting: must FAIL
 
 ``--broken`` is the check of the check: data still come from the model, but
-the fit uses ``p(theta) p(Y | theta)**4``, an overconfident posterior whose
-ranks pile at both ends.
+the fit uses ``p(theta) p(Y | theta)**4`` (every bag four times over), an
+overconfident posterior whose ranks pile at both ends; with four times the
+bags, each replication costs about four times as much.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--intercept-scale", type=float, default=1.0, help="sd of the intercepts' prior")
     p.add_argument("--warmup", type=int, default=500, help="NUTS warmup iterations per chain")
     p.add_argument("--draws", type=int, default=500, help="NUTS draws per chain after warmup")
-    p.add_argument("--chains", type=int, default=2, help="NUTS chains (run one after another)")
+    p.add_argument(
+        "--chains", type=int, default=2, help="NUTS chains (in parallel when JAX has a device per chain)"
+    )
     p.add_argument("--thinned", type=int, default=99, help="L: draws kept per replication (L + 1 ranks)")
     p.add_argument("--bins", type=int, default=10, help="chi-square rank bins (must divide L + 1)")
     p.add_argument("--alpha", type=float, default=0.01, help="family-wise level of the verdict")

@@ -43,8 +43,14 @@ from orlr_ppl.inference.inference_data import az
 from orlr_ppl.inference.map import fit_map
 from orlr_ppl.inference.nuts import jittered_inits, resolve_chain_method
 from orlr_ppl.model.distribution import BagLabelSet
-from orlr_ppl.model.numpyro_model import ModelData, make_model_data, orlr_model, sum_to_zero_basis
-from orlr_ppl.objective import log_posterior, make_flat_data
+from orlr_ppl.model.log_density import potential, prior_scales
+from orlr_ppl.model.numpyro_model import (
+    ModelData,
+    make_model_data,
+    orlr_model,
+    split_model_data,
+    sum_to_zero_basis,
+)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -94,7 +100,8 @@ def _map_start(
     bags: list, sets: list, n_classes: int, hessian: bool = True
 ) -> tuple[dict, np.ndarray | None]:
     """MAP raw parameters and the Laplace covariance (inverse Hessian) at them (None without ``hessian``)."""
-    fit = fit_map(make_model_data(bags, sets, n_classes), 1.0, 10.0)
+    data = make_model_data(bags, sets, n_classes)
+    fit = fit_map(data, 1.0, 10.0)
     basis = sum_to_zero_basis(n_classes)
     start = {
         "W_raw": jnp.asarray(fit.W @ basis, jnp.float32),
@@ -103,8 +110,9 @@ def _map_start(
     if not hessian:
         return start, None
     x0, unravel = ravel_pytree(start)  # same order as NumPyro's flattening (sorted site names)
-    flat = make_flat_data(bags, sets, n_classes)
-    hess = np.asarray(jax.hessian(lambda v: -log_posterior(unravel(v), flat, 1.0, 10.0))(x0), np.float64)
+    arrays, shape = split_model_data(data)
+    scales = prior_scales(1.0, 10.0)
+    hess = np.asarray(jax.hessian(lambda v: potential(unravel(v), arrays, scales, shape))(x0), np.float64)
     return start, np.linalg.inv(0.5 * (hess + hess.T))
 
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__version__ = "0.1.0"
-
 # First, before anything starts JAX's backend: NUTS chains over the CPU cores.
-from . import _host_devices  # noqa: F401, E402
-from .compilation_cache import enable_compilation_cache  # noqa: E402
-from .data import MIMLData, Standardizer  # noqa: E402
-from .dp import (  # noqa: E402
+from . import _host_devices  # noqa: F401
+from ._version import __version__
+from .compilation_cache import enable_compilation_cache
+from .data import MIMLData, Standardizer
+from .dp import (
     DEFAULT_MAX_LABELS,
     DPResult,
     PackedBags,
@@ -34,8 +33,8 @@ from .dp import (  # noqa: E402
     packed_log_likelihood,
     packed_posteriors,
 )
-from .estimators import ORLR, SIM, MajorityClass, SoftmaxRegression  # noqa: E402
-from .model import BagLabelSet  # noqa: E402
+from .estimators import ORLR, SIM, MajorityClass, SoftmaxRegression
+from .model import BagLabelSet
 
 _MODULES = {
     "io": "orlr_ppl.data.io",

@@ -17,61 +17,16 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # like every heavy import here, the data layer loads on first use
+    from .data import MIMLData
 
 DEMO_DIR = Path("models") / "demo"
 
 
-class BagData(NamedTuple):
-    bags: list[np.ndarray]
-    label_sets: list[np.ndarray] | None
-    instance_labels: list[np.ndarray] | None
-    n_classes: int | None
-
-
-def load_npz(path: str | Path) -> BagData:
-    """Read a bag archive (see the module docstring); errors name the file and key."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: np.asarray(z[k]) for k in z.files}
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable .npz archive ({err})") from err
-    for key in ("features", "bag_ids"):
-        if key not in arrays:
-            raise ValueError(f"{path}: missing array '{key}'")
-    x, ids = arrays["features"], arrays["bag_ids"]
-    if x.ndim != 2 or ids.shape != (len(x),):
-        raise ValueError(f"{path}: 'features' must be (n, d) and 'bag_ids' (n,), got {x.shape}, {ids.shape}")
-    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    order = np.argsort(first)  # bags in order of first appearance
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    bag_of = rank[inverse]
-    bags = [x[bag_of == b] for b in range(len(order))]
-    label_sets, n_classes = None, None
-    if "bag_labels" in arrays:
-        y = arrays["bag_labels"]
-        if y.ndim != 2 or len(y) != len(bags) or not np.isin(y, (0, 1)).all():
-            raise ValueError(
-                f"{path}: 'bag_labels' must be a ({len(bags)}, C) 0/1 array, got shape {y.shape}"
-            )
-        label_sets, n_classes = [np.flatnonzero(row) for row in y], y.shape[1]
-    inst = None
-    if "instance_labels" in arrays:
-        lab = arrays["instance_labels"]
-        if lab.shape != (len(x),):
-            raise ValueError(f"{path}: 'instance_labels' must be ({len(x)},), got {lab.shape}")
-        inst = [lab[bag_of == b].astype(np.int64) for b in range(len(order))]
-    return BagData(bags, label_sets, inst, n_classes)
-
-
-def _load_data(args: argparse.Namespace, split: str = "train") -> BagData:
-    """``--data`` as read, or for ``--dataset digits`` the bags of ``split``.
+def _load_data(args: argparse.Namespace, split: str = "train") -> MIMLData:
+    """``--data`` as read (``read_bag_npz``), or for ``--dataset digits`` the bags of ``split``.
 
     Digits training bags (``--n-bags`` of them) come from the train image pool and test bags
     (a third as many) from the disjoint test pool, so a model fitted by ``fit`` is never
@@ -83,15 +38,16 @@ def _load_data(args: argparse.Namespace, split: str = "train") -> BagData:
 
         seed = args.seed + (0 if split == "train" else 1)
         n_bags = args.n_bags if split == "train" else max(args.n_bags // 3, 1)
-        ds = make_miml_digits(n_bags, seed=seed, split=split)
-        return BagData(ds.bags, ds.label_sets, ds.instance_labels, ds.n_classes)
+        return make_miml_digits(n_bags, seed=seed, split=split)
     if not args.data:
         raise ValueError("give --data FILE.npz or --dataset digits")
-    return load_npz(args.data)
+    from .data.io import read_bag_npz
+
+    return read_bag_npz(args.data)
 
 
 def _estimator_from_args(args: argparse.Namespace, n_classes: int | None):
-    from .estimators.base import ORLR
+    from .estimators import ORLR
 
     return ORLR(
         method=args.method,
@@ -108,7 +64,7 @@ def _estimator_from_args(args: argparse.Namespace, n_classes: int | None):
 
 
 def _nuts_from_args(args: argparse.Namespace):
-    from .estimators.base import ORLR
+    from .estimators import ORLR
 
     return ORLR(
         method="nuts",
@@ -121,7 +77,7 @@ def _nuts_from_args(args: argparse.Namespace):
     )
 
 
-def _report(model, data: BagData, label: str) -> dict[str, float]:
+def _report(model, data: MIMLData, label: str) -> dict[str, float]:
     """Instance- and bag-level metrics of ``model`` on ``data``."""
     from .evaluation import metrics
 
@@ -151,7 +107,7 @@ def _demo(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .data.datasets import make_miml_digits
-    from .estimators.base import ORLR
+    from .estimators import ORLR
     from .evaluation import metrics
 
     steps = tqdm(total=4, desc="demo", disable=args.quiet, file=sys.stderr)
@@ -242,7 +198,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from .estimators.base import ORLR
+    from .estimators import ORLR
 
     model = ORLR.load(args.model)
     data = _load_data(args, split="test")
@@ -266,7 +222,7 @@ def _predict(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     if args.model is None:
         return _compare(args)
-    from .estimators.base import ORLR
+    from .estimators import ORLR
 
     model = ORLR.load(args.model)
     result = _report(model, _load_data(args, split="test"), "")
@@ -281,9 +237,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 COMPARED = ("orlr-em", "orlr-nuts", "softmax", "majority", "sim")
 
 
-def _comparison_data(args: argparse.Namespace):
-    from .data.container import MIMLData
-
+def _comparison_data(args: argparse.Namespace) -> MIMLData:
     if args.dataset == "letter-frost":
         from .data.datasets import load_letter_frost
 
@@ -291,12 +245,11 @@ def _comparison_data(args: argparse.Namespace):
     data = _load_data(args)
     if data.label_sets is None or data.instance_labels is None:
         raise ValueError("a comparison needs bag labels and instance labels in the data")
-    return MIMLData(data.bags, data.label_sets, data.instance_labels, n_classes=data.n_classes)
+    return data
 
 
 def _compared_models(args: argparse.Namespace) -> dict:
-    from .estimators.base import ORLR, MajorityClass, SoftmaxRegression
-    from .estimators.sim import SIM
+    from .estimators import ORLR, SIM, MajorityClass, SoftmaxRegression
 
     chosen = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(chosen) - set(COMPARED))

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orlr_ppl.cli import _compared_models, build_parser, load_npz, main
+from orlr_ppl.cli import _compared_models, build_parser, main
 from orlr_ppl.data.datasets import make_miml_digits
+from orlr_ppl.data.io import read_bag_npz
 
 _SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -86,10 +87,10 @@ def test_bad_files_give_clear_errors(tmp_path, capsys):
     assert "nope.npz: no such file" in capsys.readouterr().err
     np.savez(tmp_path / "bad.npz", features=np.ones((3, 2)))
     with pytest.raises(ValueError, match="missing array 'bag_ids'"):
-        load_npz(tmp_path / "bad.npz")
+        read_bag_npz(tmp_path / "bad.npz")
     (tmp_path / "junk.npz").write_bytes(b"junk")
     with pytest.raises(ValueError, match="not a readable .npz"):
-        load_npz(tmp_path / "junk.npz")
+        read_bag_npz(tmp_path / "junk.npz")
 
 
 def test_unknown_subcommand_fails():

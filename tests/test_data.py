@@ -117,6 +117,22 @@ def test_validate_reports_every_union_violation_and_drop_is_explicit():
         ORLR().fit(blind.bags, blind.label_sets)
 
 
+def test_bags_without_label_sets_are_for_prediction_only():
+    bags = [np.ones((2, 2)), np.zeros((3, 2)), np.ones((1, 2))]
+    inst = [np.array([0, 4]), np.array([1, 1, 1]), np.array([2])]
+    d = MIMLData(bags, None, inst, bag_ids=["p", "q", "r"])
+    assert d.label_sets is None and d.n_classes == 5  # from the instance labels: no label sets to go by
+    assert repr(d).endswith("with instance labels, without bag label sets)")
+    assert d.validate() == [] and d.subset([2, 0]).bag_ids == ["r", "p"]
+    assert d.subset([2, 0]).label_sets is None
+    with pytest.raises(ValueError, match="no bag label sets"):
+        d.label_matrix()
+    with pytest.raises(ValueError, match="no bag label sets, and fitting needs one per bag"):
+        ORLR().fit(d)
+    flat = MIMLData.from_arrays(np.concatenate(bags), None, bag_ids=[5, 5, 6, 6, 6, 7])
+    assert flat.label_sets is None and flat.bag_ids == [5, 6, 7] and flat.n_classes == 2
+
+
 def test_splits_are_seeded_disjoint_and_cover_every_bag():
     ds = make_miml_digits(40, seed=3)
     d = MIMLData(ds.bags, ds.label_sets, ds.instance_labels, n_classes=10)

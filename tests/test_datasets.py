@@ -52,3 +52,19 @@ def test_bad_split_arguments_say_what_is_allowed():
         make_miml_digits(5, split="validation")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"train_fraction must be in \(0, 1\)"):
         split_pools(np.zeros(10, int), train_fraction=1.0)
+
+
+@pytest.mark.filterwarnings(r"ignore:MAP \(L-BFGS\) stopped")  # 50 iterations learn, not converge
+def test_digits_are_one_miml_data_that_orlr_fits():
+    from orlr_ppl import ORLR, MIMLData
+
+    ds = make_miml_digits(40, seed=2, split="train")
+    assert isinstance(ds, MIMLData)
+    assert (ds.n_bags, ds.n_features, ds.n_classes) == (40, 64, 10)
+    assert ds.class_names == [str(c) for c in range(10)] and ds.bag_ids == list(range(40))
+    # Each label set is exactly the digits of its bag: no bag breaks the union assumption.
+    assert ds.label_sets == [sorted(set(y.tolist())) for y in ds.instance_labels]
+    assert ds.validate() == []
+    model = ORLR(method="map", max_iter=50).fit(ds)
+    assert model.n_classes_ == 10 and model.class_names_ == ds.class_names
+    assert model.score(ds) > 0.5

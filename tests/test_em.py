@@ -9,8 +9,7 @@ import pytest
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.inference.em import fit_em
 from orlr_ppl.inference.map import fit_map
-from orlr_ppl.model.numpyro_model import make_model_data
-from orlr_ppl.objective import log_posterior, make_flat_data
+from orlr_ppl.model.numpyro_model import make_model_data, sum_to_zero_basis
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +19,7 @@ def digits():
 
 def test_em_log_posterior_never_decreases(digits):
     with jax.enable_x64(True):
-        data = make_flat_data(digits.bags, digits.label_sets, 10)
+        data = make_model_data(digits.bags, digits.label_sets, 10, dtype=np.float64)
         for prior in (None, 1.0):
             fit = fit_em(data, prior_scale=prior, max_iter=25, tol=0.0)
             steps = np.diff(fit.history)
@@ -32,7 +31,7 @@ def test_em_log_posterior_never_decreases(digits):
 def test_em_and_map_reach_the_same_optimum(digits):
     with jax.enable_x64(True):
         em = fit_em(
-            make_flat_data(digits.bags, digits.label_sets, 10),
+            make_model_data(digits.bags, digits.label_sets, 10, dtype=np.float64),
             prior_scale=1.0,
             intercept_scale=10.0,
             max_iter=400,
@@ -47,18 +46,66 @@ def test_em_and_map_reach_the_same_optimum(digits):
     np.testing.assert_allclose(em.W.sum(axis=1), 0.0, atol=1e-8)
 
 
-def test_log_posterior_matches_the_numpyro_model(digits):
+def test_e_step_and_q_are_the_model_s(digits):
+    """The E-step's log joint is the model's density, its posteriors the DP's, and Q the written-out sum."""
     from numpyro.infer.util import log_density
+    from scipy.special import log_softmax
 
-    from orlr_ppl.model.numpyro_model import orlr_model
+    from orlr_ppl import instance_posteriors
+    from orlr_ppl.model.log_density import e_step, expected_log_joint, prior_scales
+    from orlr_ppl.model.numpyro_model import orlr_model, split_model_data
 
     rng = np.random.default_rng(0)
     params = {"W_raw": rng.normal(size=(64, 9)) * 0.1, "beta_raw": rng.normal(size=9)}
     with jax.enable_x64(True):
-        flat = make_flat_data(digits.bags, digits.label_sets, 10)
-        ours = float(log_posterior(params, flat, 0.5, 3.0))
         model = make_model_data(digits.bags, digits.label_sets, 10, dtype=np.float64)
+        arrays, shape = split_model_data(model)
+        scales = prior_scales(0.5, 3.0, np.float64)
+        e = e_step(params, arrays, scales, shape)
         theirs = float(
             log_density(orlr_model, (model,), {"prior_scale": 0.5, "intercept_scale": 3.0}, params)[0]
         )
-    assert ours == pytest.approx(theirs, rel=1e-10)
+        assert float(e.log_joint) == pytest.approx(theirs, rel=1e-10)
+
+        basis = sum_to_zero_basis(10)
+        w, b = params["W_raw"] @ basis.T, params["beta_raw"] @ basis.T
+        logits = [x @ w + b for x in digits.bags]
+        want = instance_posteriors(logits, digits.label_sets)
+        q_lik = 0.0
+        for bucket, post in zip(model.buckets, e.posteriors):
+            post = np.asarray(post)
+            for row, bag in enumerate(bucket.bag_ids):
+                n = len(digits.bags[bag])
+                np.testing.assert_allclose(post[row, :n], want[bag], atol=1e-10)
+                assert np.all(post[row, n:] == 0.0)  # padding takes no label
+                q_lik += np.sum(post[row, :n] * log_softmax(logits[bag], axis=1))
+        prior = log_density(orlr_model, (model,), {"prior_scale": 0.5, "intercept_scale": 3.0}, params)[1]
+        log_prior = sum(
+            float(np.sum(prior[k]["fn"].log_prob(prior[k]["value"]))) for k in ("W_raw", "beta_raw")
+        )
+        q = float(expected_log_joint(params, e.posteriors, arrays, scales, shape))
+        assert q == pytest.approx(q_lik + log_prior, rel=1e-10)
+
+
+def test_m_step_is_kept_only_when_q_rises(digits):
+    """A fit from the optimum stays there: no M-step may lower Q, so none is taken."""
+    with jax.enable_x64(True):
+        data = make_model_data(digits.bags, digits.label_sets, 10, dtype=np.float64)
+        first = fit_em(data, prior_scale=1.0, intercept_scale=10.0, max_iter=200, tol=1e-12)
+        basis = sum_to_zero_basis(10)  # orthonormal columns: W @ basis recovers W_raw
+        init = {"W_raw": first.W @ basis, "beta_raw": first.beta @ basis}
+        again = fit_em(data, prior_scale=1.0, intercept_scale=10.0, max_iter=5, tol=0.0, init=init)
+    assert np.all(np.diff(again.history) >= -1e-9 * np.abs(again.history[1:]))
+    assert again.history[0] == pytest.approx(first.log_posterior, rel=1e-9)
+
+
+def test_second_fit_of_the_same_shapes_compiles_nothing(digits):
+    from orlr_ppl.inference import em
+
+    data = make_model_data(digits.bags, digits.label_sets, 10)
+    fit_em(data, prior_scale=1.0, max_iter=3)
+    before = em._em._cache_size()
+    other = make_miml_digits(60, seed=3)  # same shapes, new values via a rescale
+    rescaled = make_model_data([2.0 * x for x in other.bags], other.label_sets, 10)
+    fit_em(rescaled, prior_scale=0.5, max_iter=3, tol=1e-3, m_steps=4)
+    assert em._em._cache_size() == before

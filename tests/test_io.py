@@ -1,7 +1,8 @@
-"""Tests of the file readers: exact values from fixture files, round trips, and line-aware errors."""
+"""Tests of the file readers: exact values from fixture files, round trips, line- and array-aware errors."""
 
 from __future__ import annotations
 
+import pickle
 import re
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from orlr_ppl.data.container import MIMLData
-from orlr_ppl.data.io import read_bag_csv, read_miml_arff
+from orlr_ppl.data.io import read_bag_csv, read_bag_npz, read_miml_arff
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ARFF = FIXTURES / "miml_small.arff"
@@ -403,3 +404,129 @@ def test_csv_missing_files(tmp_path, which):
     paths[which] = tmp_path / "absent.csv"
     with pytest.raises(ValueError, match=re.escape(f"{paths[which]}: no such file")):
         read_bag_csv(*paths)
+
+
+# -- .npz bag archive ----------------------------------------------------------------
+
+NPZ_X = np.arange(14.0).reshape(7, 2)
+NPZ_IDS = np.array([7, 3, 7, 9, 3, 7, 9])  # bags 7, 3, 9 in order of first appearance; not contiguous
+NPZ_Y = np.array([[1, 0, 1], [0, 1, 0], [0, 0, 1]])  # rows in that order
+NPZ_INST = np.array([0, 1, 2, 2, 1, 0, 2])
+
+
+def test_npz_round_trips_bags_labels_and_order(tmp_path):
+    path = tmp_path / "bags.npz"
+    np.savez(path, features=NPZ_X, bag_ids=NPZ_IDS, bag_labels=NPZ_Y, instance_labels=NPZ_INST)
+    data = read_bag_npz(path)
+    assert data.bag_ids == [7, 3, 9]
+    for x, rows in zip(data.bags, ([0, 2, 5], [1, 4], [3, 6])):
+        assert x.dtype == np.float64
+        np.testing.assert_array_equal(x, NPZ_X[rows])
+    assert data.label_sets == [[0, 2], [1], [2]] and data.n_classes == 3
+    assert [y.tolist() for y in data.instance_labels] == [[0, 2, 0], [1, 1], [2, 2]]
+    np.testing.assert_array_equal(data.label_matrix(), NPZ_Y)
+    assert data.validate() == []
+    # Written back in the same layout, it reads the same (string ids too).
+    again = tmp_path / "again.npz"
+    sizes = [len(x) for x in data.bags]
+    np.savez(
+        again,
+        features=np.concatenate(data.bags),
+        bag_ids=np.repeat(np.array(["b7", "b3", "b9"]), sizes),
+        bag_labels=data.label_matrix(),
+        instance_labels=np.concatenate(data.instance_labels),
+    )
+    back = read_bag_npz(str(again))
+    assert back.bag_ids == ["b7", "b3", "b9"]
+    assert_same(back, MIMLData(data.bags, data.label_sets, data.instance_labels, bag_ids=back.bag_ids))
+
+
+def test_npz_without_labels_has_no_label_sets(tmp_path):
+    path = tmp_path / "unlabelled.npz"
+    np.savez(path, features=NPZ_X, bag_ids=NPZ_IDS)
+    data = read_bag_npz(path)
+    assert data.label_sets is None and data.instance_labels is None and data.n_bags == 3
+    with pytest.raises(ValueError, match="no bag label sets"):
+        data.check_fittable()
+    np.savez(path, features=NPZ_X, bag_ids=NPZ_IDS, instance_labels=NPZ_INST + 2)
+    assert read_bag_npz(path).n_classes == 5  # from the instance labels, with no label sets to go by
+
+
+def _pickled(path: Path) -> None:
+    np.savez(path, features=NPZ_X, bag_ids=np.array([{"bag": i} for i in NPZ_IDS], dtype=object))
+
+
+def _npy(path: Path) -> None:
+    with path.open("wb") as f:  # through a handle: np.save would add ".npy" to the name
+        np.save(f, NPZ_X)
+
+
+NPZ_ARCHIVES = {
+    "no features": ({"bag_ids": NPZ_IDS}, "missing array 'features'"),
+    "no bag ids": ({"features": NPZ_X}, "missing array 'bag_ids'"),
+    "flat features": ({"features": NPZ_X.ravel(), "bag_ids": NPZ_IDS}, "array 'features' has shape (14,)"),
+    "text features": ({"features": NPZ_X.astype(str), "bag_ids": NPZ_IDS}, "array 'features' holds <U"),
+    "no instances": ({"features": np.ones((0, 2)), "bag_ids": NPZ_IDS[:0]}, "'features' holds no instances"),
+    "nan feature": (
+        {"features": np.where(NPZ_X == 5.0, np.nan, NPZ_X), "bag_ids": NPZ_IDS},
+        "array 'features' has NaN or infinite values in row(s) [2]",
+    ),
+    "short bag ids": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS[:5]},
+        "array 'bag_ids' has shape (5,), expected (7,)",
+    ),
+    "bag label rows": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS, "bag_labels": NPZ_Y[:2]},
+        "array 'bag_labels' has shape (2, 3), expected (3, C)",
+    ),
+    "flat bag labels": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS, "bag_labels": np.array([0, 1, 2])},
+        "array 'bag_labels' has shape (3,), expected (3, C)",
+    ),
+    "bag labels not 0/1": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS, "bag_labels": NPZ_Y * 2},
+        "array 'bag_labels' must hold only 0 and 1 (found [2])",
+    ),
+    "instance label count": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS, "instance_labels": NPZ_INST[:6]},
+        "array 'instance_labels' has shape (6,), expected (7,)",
+    ),
+    "fractional instance label": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS, "instance_labels": NPZ_INST + 0.5},
+        "array 'instance_labels' must hold integer class indices",
+    ),
+    "negative instance label": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS, "instance_labels": NPZ_INST - 1},
+        "array 'instance_labels' holds a negative class -1",
+    ),
+    "instance label beyond bag labels": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS, "bag_labels": NPZ_Y, "instance_labels": NPZ_INST + 3},
+        "array 'instance_labels' holds class 5, outside the 3 classes of 'bag_labels'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NPZ_ARCHIVES)
+def test_npz_bad_arrays_name_file_and_array(tmp_path, case):
+    arrays, fragment = NPZ_ARCHIVES[case]
+    path = tmp_path / "bad.npz"
+    np.savez(path, **arrays)
+    expect_error(path, None, fragment, read_bag_npz, path)
+
+
+@pytest.mark.parametrize(
+    ("write", "fragment"),
+    [
+        (lambda p: p.write_bytes(b"junk"), "not a readable .npz archive"),
+        (lambda p: p.write_bytes(b"PK\x03\x04 truncated zip"), "not a readable .npz archive"),
+        (lambda p: p.write_bytes(pickle.dumps({"features": NPZ_X})), "not a readable .npz archive"),
+        (_npy, "holds one unnamed array"),
+        (_pickled, "array 'bag_ids' is not a readable array"),
+    ],
+    ids=["junk", "broken zip", "pickle", "npy", "object array"],
+)
+def test_npz_unreadable_files_name_the_file(tmp_path, write, fragment):
+    path = tmp_path / "data.npz"
+    write(path)
+    expect_error(path, None, fragment, read_bag_npz, path)
+    expect_error(tmp_path / "none.npz", None, "no such file", read_bag_npz, tmp_path / "none.npz")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,32 +10,37 @@ import jax  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from numpyro.infer.util import log_density, log_likelihood  # noqa: E402
+from numpyro.infer.util import log_likelihood  # noqa: E402
 
+from orlr_ppl.inference import nuts  # noqa: E402
+from orlr_ppl.inference.inference_data import az, thinned_draws  # noqa: E402
 from orlr_ppl.inference.sbc import (  # noqa: E402
     BROKEN_LIKELIHOOD_POWER,
     NUTSSettings,
     SBCDesign,
-    _sbc_model,
+    likelihood_copies,
+    plot_rank_histograms,
+    powered_model_data,
+    replication_model_data,
+    run_sbc,
+    simulate_replication,
+)
+from orlr_ppl.inference.sbc_stats import (  # noqa: E402
     bulk_ess,
     flat_params,
     holm,
-    nuts_chains,
     param_names,
-    plot_rank_histograms,
     rank_uniformity,
-    replication_model_data,
-    run_sbc,
     sbc_ranks,
     sbc_result,
-    simulate_replication,
     thin_indices,
 )
-from orlr_ppl.model.numpyro_model import make_model_data, orlr_model  # noqa: E402
+from orlr_ppl.model.log_density import potential, prior_scales  # noqa: E402
+from orlr_ppl.model.numpyro_model import make_model_data, orlr_model, split_model_data  # noqa: E402
 
 # Reduced SBC: 80 replications of 40 bags, 3 classes, 2 features; one chain of 200 warmup + 200 draws
-# thinned to L = 19 (20 possible ranks, 5 bins of 4). The correct and the broken run share one compiled
-# sampler (the likelihood power is a traced argument).
+# thinned to L = 19 (20 possible ranks, 5 bins of 4). Each run compiles the package's NUTS driver once for
+# all its replications (the broken run fits 4 copies of the bags: a second shape, a second compilation).
 DESIGN = SBCDesign(n_bags=40, n_classes=3, n_features=2)
 SETTINGS = NUTSSettings(num_warmup=200, num_samples=200, num_chains=1)
 N_REPLICATIONS, N_DRAWS, N_BINS = 80, 19, 5
@@ -62,10 +65,10 @@ def _reduced_sbc(likelihood_power: float):
 
 
 def test_sbc_passes_on_the_correct_model():
-    compiled = nuts_chains._cache_size()
+    compiled = nuts._advance_one._cache_size()  # one chain: the driver runs it "sequential"
     result = _reduced_sbc(1.0)
-    # One compilation for all 80 replications (none if the broken run compiled the sampler first).
-    assert nuts_chains._cache_size() - compiled <= 1
+    # One compilation of the driver's block program for all 80 replications.
+    assert nuts._advance_one._cache_size() - compiled <= 1
     assert result.ranks.shape == (N_REPLICATIONS, 6)
     assert result.passed, result.summary()
     # Thinning is enough for a typical replication: it has several times more effective draws than it keeps.
@@ -128,25 +131,25 @@ def test_thin_indices_are_evenly_spaced_and_exact_in_number():
     idx = thin_indices(200, 19)
     assert len(idx) == 19 and idx[0] == 0 and idx[-1] == 199
     assert np.ptp(np.diff(idx)) <= 1
+    # The indices are inference_data's; SBC only refuses to keep fewer draws than L.
+    for n_total, n_keep in [(200, 19), (400, 99), (1000, 99), (19, 19), (7, 1)]:
+        np.testing.assert_array_equal(thin_indices(n_total, n_keep), thinned_draws(n_total, n_keep))
     with pytest.raises(ValueError, match="cannot keep"):
         thin_indices(10, 19)
 
 
-def test_bulk_ess_matches_arviz():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        import arviz as az
-
+@pytest.mark.parametrize("n_chains", [1, 2, 4])
+def test_bulk_ess_is_arviz_per_scalar(n_chains):
     rng = np.random.default_rng(2)
-    noise = rng.normal(size=(2, 301, 3))
+    noise = rng.normal(size=(n_chains, 301, 3))
     draws = np.empty_like(noise)
     draws[:, 0] = noise[:, 0]
     for t in range(1, draws.shape[1]):  # AR(1) with rho 0.3, 0.6, 0.9 per parameter
         draws[:, t] = np.array([0.3, 0.6, 0.9]) * draws[:, t - 1] + noise[:, t]
     expected = [float(az.ess(draws[..., p], method="bulk")) for p in range(3)]
-    # Same rank normalisation and split chains; the autocorrelation sums (NumPyro's, Stan's) are
-    # truncated slightly differently from ArviZ's, which shows only at strong autocorrelation.
-    np.testing.assert_allclose(bulk_ess(draws), expected, rtol=1e-2)
+    ess = bulk_ess(draws)
+    np.testing.assert_allclose(ess, expected, rtol=1e-12)
+    assert ess[0] > ess[1] > ess[2]  # stronger autocorrelation, fewer effective draws
 
 
 def test_simulated_label_sets_are_the_unions_of_the_instance_labels():
@@ -162,27 +165,38 @@ def test_simulated_label_sets_are_the_unions_of_the_instance_labels():
     assert np.all(rep.label_sets.sum(axis=1) >= 1)
 
 
-def test_single_bucket_layout_scores_like_make_model_data_and_power_scales_only_the_likelihood():
+def test_single_bucket_layout_scores_like_make_model_data_and_copies_power_only_the_likelihood():
     rep = simulate_replication(np.random.default_rng(4), DESIGN)
     params = {"W_raw": rep.w_raw.astype(np.float32), "beta_raw": rep.beta_raw.astype(np.float32)}
     model_kwargs = {"prior_scale": 1.0, "intercept_scale": 1.0}
     single = replication_model_data(rep.features, rep.mask, rep.label_sets)
     bags = [rep.features[b, rep.mask[b]] for b in range(40)]
     bucketed = make_model_data(bags, [np.flatnonzero(s) for s in rep.label_sets], n_classes=3)
-    args = (rep.features, rep.mask, rep.label_sets, 1.0, 1.0)
+    # The potential the NUTS driver samples, of the data as fitted with likelihood ** 1 and ** 4.
+    split = [split_model_data(powered_model_data(rep, k)) for k in (1, likelihood_copies(4.0))]
+    scales = prior_scales(1.0, 1.0)
 
     @jax.jit  # one compilation instead of an eager one per DP bucket shape
     def scores(params):
         ll_single = log_likelihood(orlr_model, params, single, **model_kwargs, batch_ndims=0)["Y_0"]
         ll_bucketed = log_likelihood(orlr_model, params, bucketed, **model_kwargs, batch_ndims=0)
-        joint = [log_density(_sbc_model, args + (p,), {}, params)[0] for p in (1.0, 4.0)]
-        return ll_single, ll_bucketed, joint
+        energies = [potential(params, arrays, scales, shape) for arrays, shape in split]
+        return ll_single, ll_bucketed, energies
 
-    ll_single, per_site, (joint_1, joint_4) = scores(params)
+    ll_single, per_site, (energy_1, energy_4) = scores(params)
     ll_bucketed = bucketed.merge_sites({k: np.asarray(v)[None] for k, v in per_site.items()})[0]
     np.testing.assert_allclose(ll_single, ll_bucketed, rtol=1e-5, atol=1e-5)
-    # Likelihood ** 4 adds three log-likelihoods and leaves the prior alone.
-    np.testing.assert_allclose(joint_4 - joint_1, 3.0 * np.sum(ll_single), rtol=1e-4)
+    # Four copies of the bags add three log-likelihoods and leave the prior alone.
+    np.testing.assert_allclose(energy_1 - energy_4, 3.0 * np.sum(ll_single), rtol=1e-4)
+
+
+def test_the_likelihood_power_must_be_a_whole_number():
+    assert likelihood_copies(1.0) == 1 and likelihood_copies(BROKEN_LIKELIHOOD_POWER) == 4
+    for power in (0.0, 2.5, -1.0):
+        with pytest.raises(ValueError, match="whole number"):
+            likelihood_copies(power)
+    with pytest.raises(ValueError, match="whole number"):
+        run_sbc(1, DESIGN, SETTINGS, n_draws=N_DRAWS, n_bins=N_BINS, likelihood_power=2.5)
 
 
 def test_flat_params_and_names_agree_and_derived_weights_sum_to_zero():

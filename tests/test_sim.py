@@ -1,4 +1,4 @@
-"""The rank-loss Support Instance Machine baseline (``orlr_ppl.sim``)."""
+"""The rank-loss Support Instance Machine baseline (``orlr_ppl.estimators.sim``, ``sim_objective``)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ from sklearn.base import clone
 
 from orlr_ppl.data.container import MIMLData
 from orlr_ppl.data.datasets import make_miml_digits
-from orlr_ppl.estimators.sim import (
-    LAMBDA_GRID,
-    SIM,
+from orlr_ppl.estimators.sim import LAMBDA_GRID, SIM, Scaling
+from orlr_ppl.estimators.sim_objective import (
     Pairs,
-    Scaling,
     frozen_objective,
     frozen_subgradient,
     make_pairs,
@@ -303,7 +301,7 @@ def test_transductive_predictions_respect_label_sets(fitted, digits):
         assert p.shape == (len(bag), 10)
         np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
         assert np.all(p[:, np.setdiff1d(np.arange(10), s)] == 0)
-        assert set(y.tolist()) <= set(s.tolist())
+        assert set(y.tolist()) <= set(s)
         np.testing.assert_array_equal(y, p.argmax(axis=1))
     inductive = fitted.predict_proba(test.bags)
     np.testing.assert_allclose(np.concatenate(inductive).sum(axis=1), 1.0, atol=1e-12)
@@ -371,9 +369,7 @@ def test_sklearn_conventions_and_mimldata(digits):
     assert twin.get_params() == params and twin is not est
     train, _ = digits
     sub = [train.bags[:40], train.label_sets[:40], train.instance_labels[:40]]
-    data = MIMLData(
-        bags=sub[0], label_sets=[s.tolist() for s in sub[1]], instance_labels=sub[2], n_classes=10
-    )
+    data = MIMLData(bags=sub[0], label_sets=sub[1], instance_labels=sub[2], n_classes=10)
     from_data = clone(est).fit(data)
     from_lists = clone(est).fit(sub[0], sub[1])
     assert from_data.n_classes_ == 10 and from_data.n_features_in_ == 64

@@ -3,6 +3,8 @@
 Depends only on ``dp.validation``, so every layer above can take a ``MIMLData``.
 """
 
-from .container import BagProblem, MIMLData, Standardizer
+from .container import MIMLData
+from .standardizer import Standardizer
+from .union import BagProblem
 
 __all__ = ["BagProblem", "MIMLData", "Standardizer"]

@@ -1,78 +1,32 @@
 """``MIMLData``: bags of instances with bag-level label sets, as users bring them.
 
 One object carries everything a MIML experiment needs: the ragged bags, the
-label sets, the (optional, evaluation-only) instance labels, class and
-feature names and the bags' original ids. Splits are made at bag level and
-are seeded; the standardiser is fitted on training bags only, so nothing of
-the test bags leaks into training. Bags that the union model cannot explain
-are reported by ``validate`` and removed only on request by
-``drop_impossible``, which says which it removed.
+label sets (absent for bags only to be predicted), the (optional,
+evaluation-only) instance labels, class and feature names and the bags'
+original ids. Splits are made at bag level and are seeded; the standardiser
+(``standardizer``) is fitted on training bags only, so nothing of the test
+bags leaks into training. Bags that the union model cannot explain
+(``union``) are reported by ``validate`` and removed only on request by
+``drop_impossible``, which says which it removed. Grouping instances into
+bags and reading labels: ``_labels``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.preprocessing import StandardScaler
 
-from ..dp.validation import parse_label_set, zero_likelihood_reason
+from ._labels import BagLabels, bag_name, encode, group_by_bag, label_list, labels_in_order, plain
+from .standardizer import Standardizer
+from .union import BagProblem, union_problems
+
+__all__ = ["BagProblem", "MIMLData", "Standardizer"]  # BagProblem and Standardizer: re-exported
 
 if TYPE_CHECKING:  # pandas is imported lazily: only the DataFrame constructor needs it
     import pandas as pd
-
-
-class BagProblem(NamedTuple):
-    """One bag that breaks the union assumption.
-
-    Attributes:
-        index: the bag's position in the data.
-        bag_id: the bag's original id.
-        kind: "zero_likelihood" (empty bag, empty label set, or fewer
-            instances than labels: impossible whatever the weights),
-            "label_without_instance" (a bag label no instance carries) or
-            "instance_label_outside" (an instance label missing from the
-            bag's set); the last two are visible only with instance labels.
-        message: a sentence naming the bag and what is wrong.
-    """
-
-    index: int
-    bag_id: Hashable
-    kind: str
-    message: str
-
-
-class Standardizer(NamedTuple):
-    """Per-feature centring and scaling, fitted on training bags only.
-
-    Attributes:
-        mean: (d,) mean of each feature over the training instances.
-        scale: (d,) standard deviation (1 where a feature is constant).
-    """
-
-    mean: np.ndarray
-    scale: np.ndarray
-
-    @classmethod
-    def fit(cls, data: MIMLData) -> Standardizer:
-        """Fit on every instance of ``data`` (pass the training bags only).
-
-        scikit-learn's ``StandardScaler`` computes the statistics (and sets the
-        scale of a constant, or numerically constant, feature to 1); the two
-        arrays are kept, so a saved model needs no pickled scaler.
-        """
-        scaler = StandardScaler().fit(np.concatenate(data.bags))
-        return cls(scaler.mean_, scaler.scale_)
-
-    def transform(self, data: MIMLData) -> MIMLData:
-        """``data`` with features ``(x - mean) / scale``."""
-        if data.n_features != len(self.mean):
-            raise ValueError(
-                f"the standardiser was fitted on {len(self.mean)} features, data has {data.n_features}"
-            )
-        return replace(data, bags=[(x - self.mean) / self.scale for x in data.bags])
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,11 +35,13 @@ class MIMLData:
 
     Attributes:
         bags: B arrays (n_b, d) of instance features (float64).
-        label_sets: B sorted lists of class indices in ``[0, n_classes)``.
+        label_sets: B sorted lists of class indices in ``[0, n_classes)``, or
+            None for bags without labels (to predict, not to fit).
         instance_labels: B int arrays (n_b,) (used only to evaluate), or None.
         class_names: C names (default "0".."C-1").
         feature_names: d names (default "x0".."x{d-1}").
-        n_classes: C (default: largest label + 1, at least 2).
+        n_classes: C (default: largest label + 1, at least 2; without label
+            sets, the largest instance label + 1).
         bag_ids: B original bag ids (default 0..B-1), used in messages.
 
     Construction checks shapes, finiteness and label ranges, naming the bag;
@@ -94,7 +50,7 @@ class MIMLData:
     """
 
     bags: list[np.ndarray]
-    label_sets: list[list[int]]
+    label_sets: list[list[int]] | None
     instance_labels: list[np.ndarray] | None = None
     class_names: list[str] | None = None
     feature_names: list[str] | None = None
@@ -105,50 +61,29 @@ class MIMLData:
         bags = [np.asarray(x, dtype=np.float64) for x in self.bags]
         if len(bags) == 0:
             raise ValueError("MIMLData needs at least one bag")
-        if len(self.label_sets) != len(bags):
+        if self.label_sets is not None and len(self.label_sets) != len(bags):
             raise ValueError(f"got {len(bags)} bags but {len(self.label_sets)} label sets: give one per bag")
         ids = list(range(len(bags))) if self.bag_ids is None else list(self.bag_ids)
         if len(ids) != len(bags):
             raise ValueError(f"got {len(bags)} bags but {len(ids)} bag ids")
-        d = None
-        for b, x in enumerate(bags):
-            if x.ndim != 2 or (d is not None and x.shape[1] != d):
-                want = "(n_instances, n_features)" if d is None else f"(n_instances, {d})"
-                raise ValueError(f"bag {_name(b, ids)} has features of shape {x.shape}: expected {want}")
-            d = x.shape[1]
-            if not np.all(np.isfinite(x)):
-                rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1)).tolist()
-                raise ValueError(
-                    f"bag {_name(b, ids)} has NaN or infinite features in instance(s) {rows}: "
-                    "impute or remove them before building MIMLData"
-                )
-        sets = [_label_list(s, b, ids) for b, s in enumerate(self.label_sets)]
-        top = max((s[-1] for s in sets if s), default=-1)
+        d = _check_features(bags, ids)
+        sets = (
+            None
+            if self.label_sets is None
+            else [label_list(s, b, ids) for b, s in enumerate(self.label_sets)]
+        )
+        inst = None if self.instance_labels is None else _instance_arrays(self.instance_labels, bags, ids)
         n_classes = self.n_classes
         if n_classes is None:
-            n_classes = max(top + 1, 2, len(self.class_names or ()))
-        if top >= n_classes:
-            b = next(b for b, s in enumerate(sets) if s and s[-1] >= n_classes)
-            raise ValueError(
-                f"bag {_name(b, ids)} has label {sets[b][-1]} outside [0, {n_classes}): raise n_classes"
-            )
-        inst = None
-        if self.instance_labels is not None:
-            if len(self.instance_labels) != len(bags):
+            n_classes = max(_top_label(sets, inst) + 1, 2, len(self.class_names or ()))
+        for b, s in enumerate(sets or ()):
+            if s and s[-1] >= n_classes:
                 raise ValueError(
-                    f"got {len(bags)} bags but {len(self.instance_labels)} instance-label arrays"
+                    f"bag {bag_name(b, ids)} has label {s[-1]} outside [0, {n_classes}): raise n_classes"
                 )
-            inst = []
-            for b, (x, y) in enumerate(zip(bags, self.instance_labels)):
-                y = np.asarray(y)
-                if y.shape != (len(x),) or (y.size and not np.issubdtype(y.dtype, np.integer)):
-                    raise ValueError(
-                        f"bag {_name(b, ids)} has {len(x)} instances but instance labels "
-                        f"{y.dtype}{list(y.shape)}: give one int label per instance"
-                    )
-                if y.size and (y.min() < 0 or y.max() >= n_classes):
-                    raise ValueError(f"bag {_name(b, ids)} has instance labels outside [0, {n_classes})")
-                inst.append(y.astype(np.int64))
+        for b, y in enumerate(inst or ()):
+            if y.size and (y.min() < 0 or y.max() >= n_classes):
+                raise ValueError(f"bag {bag_name(b, ids)} has instance labels outside [0, {n_classes})")
         classes = [str(c) for c in range(n_classes)] if self.class_names is None else list(self.class_names)
         if len(classes) != n_classes:
             raise ValueError(f"got {len(classes)} class names for {n_classes} classes")
@@ -172,7 +107,7 @@ class MIMLData:
     def from_arrays(
         cls,
         features: np.ndarray,
-        bag_labels: Mapping[Hashable, Iterable[Any]] | Sequence[Iterable[Any]] | np.ndarray,
+        bag_labels: BagLabels | None,
         bag_ids: Sequence[Hashable] | np.ndarray | None = None,
         *,
         bag_id_column: int | None = None,
@@ -188,8 +123,9 @@ class MIMLData:
                 its columns holds the bag ids (and is removed).
             bag_labels: each bag's labels: a mapping bag id -> labels, a
                 sequence of label lists in order of the bags' first
-                appearance, or a (B, C) 0/1 array in that order. Labels are
-                class indices, or class names when ``class_names`` is given.
+                appearance, or a (B, C) 0/1 array in that order; or None for
+                bags without labels. Labels are class indices, or class names
+                when ``class_names`` is given.
             bag_ids: (n,) the bag of each instance (or use ``bag_id_column``).
                 Instances of a bag need not be contiguous; bags are numbered
                 in order of first appearance.
@@ -214,14 +150,14 @@ class MIMLData:
             raise ValueError(
                 f"need one bag id per instance: {len(x)} instances, bag ids of shape {ids.shape}"
             )
-        order, members = _group(ids)
-        labels = _labels_in_order(bag_labels, order, class_names)
+        order, members = group_by_bag(ids)
+        labels = None if bag_labels is None else labels_in_order(bag_labels, order, class_names)
         inst = None
         if instance_labels is not None:
             lab = np.asarray(instance_labels)
             if lab.shape != (len(x),):
                 raise ValueError(f"need one instance label per instance: {len(x)} instances, got {lab.shape}")
-            codes = _encode(lab, class_names, "instance labels")
+            codes = encode(lab, class_names, "instance labels")
             inst = [codes[m] for m in members]
         return cls(
             bags=[x[m].astype(np.float64) for m in members],
@@ -276,7 +212,7 @@ class MIMLData:
             per_row = df[bag_labels].tolist()
             mapping: dict[Hashable, list[Any]] = {}
             for row, (bag, labs) in enumerate(zip(ids, per_row)):
-                bag, labs = _plain(bag), sorted(labs) if not isinstance(labs, str) else [labs]
+                bag, labs = plain(bag), sorted(labs) if not isinstance(labs, str) else [labs]
                 if mapping.setdefault(bag, labs) != labs:
                     raise ValueError(
                         f"row {row}: bag {bag!r} has labels {labs} here but {mapping[bag]} on an earlier "
@@ -314,13 +250,16 @@ class MIMLData:
 
     def __repr__(self) -> str:
         inst = "with" if self.instance_labels is not None else "without"
+        sets = "" if self.label_sets is not None else ", without bag label sets"
         return (
             f"MIMLData({self.n_bags} bags, {self.n_instances} instances, {self.n_features} features, "
-            f"{self.n_classes} classes, {inst} instance labels)"
+            f"{self.n_classes} classes, {inst} instance labels{sets})"
         )
 
     def label_matrix(self) -> np.ndarray:
         """(B, C) 0/1 bag label matrix."""
+        if self.label_sets is None:
+            raise ValueError("this MIMLData has no bag label sets: give label_sets for a label matrix")
         y = np.zeros((self.n_bags, self.n_classes), np.int64)
         for b, s in enumerate(self.label_sets):
             y[b, s] = 1
@@ -335,7 +274,7 @@ class MIMLData:
         return replace(
             self,
             bags=[self.bags[i] for i in pick],
-            label_sets=[self.label_sets[i] for i in pick],
+            label_sets=None if self.label_sets is None else [self.label_sets[i] for i in pick],
             instance_labels=None if self.instance_labels is None else [self.instance_labels[i] for i in pick],
             bag_ids=[self.bag_ids[i] for i in pick],
         )
@@ -349,37 +288,11 @@ class MIMLData:
         labels) make fitting impossible. With instance labels, also bags
         where a bag label has no instance or an instance label is missing
         from the bag's set. Nothing is changed; see ``drop_impossible``.
+        Bags without label sets have nothing to break: ``[]``.
         """
-        out = []
-        for b, (x, s) in enumerate(zip(self.bags, self.label_sets)):
-            name = _name(b, self.bag_ids)
-            why = zero_likelihood_reason(len(s), len(x))
-            if why:
-                out.append(BagProblem(b, self.bag_ids[b], "zero_likelihood", f"bag {name} {why}"))
-            if self.instance_labels is None:
-                continue
-            present = set(self.instance_labels[b].tolist())
-            absent = sorted(set(s) - present)
-            if absent:
-                out.append(
-                    BagProblem(
-                        b,
-                        self.bag_ids[b],
-                        "label_without_instance",
-                        f"bag {name} has label(s) {absent} that none of its instances carries",
-                    )
-                )
-            extra = sorted(present - set(s))
-            if extra:
-                out.append(
-                    BagProblem(
-                        b,
-                        self.bag_ids[b],
-                        "instance_label_outside",
-                        f"bag {name} has instances labelled {extra}, not in its label set {s}",
-                    )
-                )
-        return out
+        if self.label_sets is None:
+            return []  # nothing to check a bag against
+        return union_problems(self.bags, self.label_sets, self.instance_labels, self.bag_ids)
 
     def impossible_bags(self) -> list[int]:
         """Sorted indices of the bags ``validate`` reports."""
@@ -394,7 +307,11 @@ class MIMLData:
         return self.subset(keep), bad
 
     def check_fittable(self) -> None:
-        """Raise a ValueError listing every bag ``validate`` reports."""
+        """Raise a ValueError listing every bag ``validate`` reports, or saying there are no label sets."""
+        if self.label_sets is None:
+            raise ValueError(
+                "this MIMLData has no bag label sets, and fitting needs one per bag: give label_sets"
+            )
         problems = self.validate()
         if problems:
             shown = "; ".join(p.message for p in problems[:20])
@@ -434,74 +351,45 @@ class MIMLData:
         return Standardizer.fit(self)
 
 
-def _name(b: int, ids: Sequence[Hashable]) -> str:
-    return f"{b}" if ids[b] == b else f"{b} (id {ids[b]!r})"
+def _check_features(bags: list[np.ndarray], ids: Sequence[Hashable]) -> int:
+    """d, after checking that every bag is a finite (n_b, d) array with the same d."""
+    d = None
+    for b, x in enumerate(bags):
+        if x.ndim != 2 or (d is not None and x.shape[1] != d):
+            want = "(n_instances, n_features)" if d is None else f"(n_instances, {d})"
+            raise ValueError(f"bag {bag_name(b, ids)} has features of shape {x.shape}: expected {want}")
+        d = x.shape[1]
+        if not np.all(np.isfinite(x)):
+            rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1)).tolist()
+            raise ValueError(
+                f"bag {bag_name(b, ids)} has NaN or infinite features in instance(s) {rows}: "
+                "impute or remove them before building MIMLData"
+            )
+    return int(d)
 
 
-def _label_list(raw: Any, b: int, ids: Sequence[Hashable]) -> list[int]:
-    arr = parse_label_set(raw, _name(b, ids))
-    if arr.size and arr[0] < 0:
-        raise ValueError(f"bag {_name(b, ids)} has a negative label {int(arr[0])}")
-    return arr.tolist()
+def _instance_arrays(raw: Sequence[Any], bags: list[np.ndarray], ids: Sequence[Hashable]) -> list[np.ndarray]:
+    """B int64 arrays (n_b,), after checking there is one int label per instance (ranges: the caller)."""
+    if len(raw) != len(bags):
+        raise ValueError(f"got {len(bags)} bags but {len(raw)} instance-label arrays")
+    out = []
+    for b, (x, y) in enumerate(zip(bags, raw)):
+        y = np.asarray(y)
+        if y.shape != (len(x),) or (y.size and not np.issubdtype(y.dtype, np.integer)):
+            raise ValueError(
+                f"bag {bag_name(b, ids)} has {len(x)} instances but instance labels "
+                f"{y.dtype}{list(y.shape)}: give one int label per instance"
+            )
+        out.append(y.astype(np.int64))
+    return out
 
 
-def _group(ids: np.ndarray) -> tuple[list[Hashable], list[np.ndarray]]:
-    """Bag ids in order of first appearance, and each bag's instance rows."""
-    uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rows = np.argsort(inverse, kind="stable")
-    bounds = np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1]
-    members = np.split(rows, bounds)
-    return [_plain(uniq[k]) for k in order], [members[k] for k in order]
+def _top_label(sets: list[list[int]] | None, inst: list[np.ndarray] | None) -> int:
+    """The largest class seen (-1 if none): in the label sets, or without them in the instance labels.
 
-
-def _plain(v: Any) -> Hashable:
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _encode(labels: Iterable[Any], class_names: Sequence[str] | None, what: str) -> np.ndarray:
-    """Class indices from indices or, given ``class_names``, from names."""
-    arr = np.asarray(list(labels) if not isinstance(labels, np.ndarray) else labels)
-    if arr.size == 0:
-        return arr.astype(np.int64)
-    if np.issubdtype(arr.dtype, np.integer):
-        return arr.astype(np.int64)
-    if class_names is not None:
-        index = {str(c): k for k, c in enumerate(class_names)}
-        unknown = sorted({str(v) for v in arr.tolist()} - index.keys())
-        if unknown:
-            raise ValueError(f"{what} {unknown} are not among class_names")
-        return np.array([index[str(v)] for v in arr.tolist()], dtype=np.int64)
-    if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
-        return arr.astype(np.int64)
-    raise ValueError(f"{what} {arr.tolist()[:5]} are not class indices: pass class_names to map names")
-
-
-def _labels_in_order(
-    bag_labels: Mapping[Hashable, Iterable[Any]] | Sequence[Iterable[Any]] | np.ndarray,
-    order: list[Hashable],
-    class_names: Sequence[str] | None,
-) -> list[list[int]]:
-    if isinstance(bag_labels, Mapping):
-        missing = [b for b in order if b not in bag_labels]
-        if missing:
-            raise ValueError(f"bag(s) {missing[:10]} have instances but no entry in bag_labels")
-        unused = [b for b in bag_labels if b not in set(order)]
-        if unused:
-            raise ValueError(f"bag_labels names bag(s) {unused[:10]} that have no instances")
-        rows = [bag_labels[b] for b in order]
-    else:
-        if len(bag_labels) != len(order):
-            raise ValueError(f"got {len(order)} bags but {len(bag_labels)} rows of bag_labels")
-        arr = np.asarray(bag_labels) if isinstance(bag_labels, np.ndarray) else None
-        if arr is not None and arr.ndim == 2:
-            if not np.isin(arr, (0, 1)).all():
-                raise ValueError("a 2-D bag_labels must be a (B, C) 0/1 matrix")
-            return [np.flatnonzero(r).tolist() for r in arr]
-        rows = list(bag_labels)
-    return [
-        sorted(
-            set(_encode(r if not isinstance(r, str) else [r], class_names, f"labels of bag {b!r}").tolist())
-        )
-        for b, r in zip(order, rows)
-    ]
+    Instance labels count only without label sets: with them, an instance
+    label above every bag label is an error, not a reason for more classes.
+    """
+    if sets is not None:
+        return max((s[-1] for s in sets if s), default=-1)
+    return max((int(y.max()) for y in inst or () if y.size), default=-1)

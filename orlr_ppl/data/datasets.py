@@ -10,23 +10,6 @@ from sklearn.datasets import load_digits
 
 from .container import MIMLData
 
-
-class MIMLDataset(NamedTuple):
-    """Bags with bag-level label sets; instance labels kept for evaluation.
-
-    Attributes:
-        bags: B arrays (n_b, d) of instance features.
-        label_sets: B sorted int arrays, the classes present in each bag.
-        instance_labels: B int arrays (n_b,), the hidden instance labels.
-        n_classes: number of classes.
-    """
-
-    bags: list[np.ndarray]
-    label_sets: list[np.ndarray]
-    instance_labels: list[np.ndarray]
-    n_classes: int
-
-
 DIGITS_SPLIT_SEED = 8
 """Seed of the one fixed split of the digit images into train and test pools (never ``seed``)."""
 DIGITS_TRAIN_FRACTION = 0.7
@@ -76,13 +59,17 @@ def make_miml_digits(
     max_size: int = 8,
     seed: int = 0,
     split: Literal["train", "test", "all"] = "all",
-) -> MIMLDataset:
+) -> MIMLData:
     """MIML digits: random digit strings built from scikit-learn's digits.
 
     Each bag is a string of ``min_size``..``max_size`` handwritten digits drawn
     at random (with replacement) from ``sklearn.datasets.load_digits`` (1,797
     8x8 images); each digit is an instance with 64 features scaled to [0, 1],
     and the bag's label set is the set of digits present.
+
+    Returns a ``MIMLData``: ``n_bags`` bags (n_b, 64), their label sets, the
+    digits as instance labels (n_b,), 10 classes named "0".."9", ``bag_ids``
+    0..n_bags-1.
 
     ``split`` picks the images drawn from. The images are split once into a
     train pool (70 % of each digit's images, 1,258 images) and a test pool
@@ -107,8 +94,8 @@ def make_miml_digits(
         idx = pool[rng.integers(0, len(pool), size=rng.integers(min_size, max_size + 1))]
         bags.append(x[idx])
         inst.append(digits.target[idx].astype(np.int64))
-        sets.append(np.unique(inst[-1]))
-    return MIMLDataset(bags, sets, inst, 10)
+        sets.append(np.unique(inst[-1]).tolist())
+    return MIMLData(bags, sets, inst, class_names=[str(c) for c in range(10)], n_classes=10)
 
 
 UCI_LETTER_ROWS = 20_000

@@ -8,6 +8,8 @@ softmax``), not from differentiating through the scan.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jax
 import jax.numpy as jnp
 
@@ -58,16 +60,34 @@ def bucket_log_likelihood(logits: Array, mask: Array, labels: Array, label_mask:
     return buckets_dp([inputs], with_posteriors=False)[0].log_likelihood
 
 
+def buckets_posteriors(buckets: Sequence[tuple[Array, Array, Array, Array]]) -> list[DPResult]:
+    """``bucket_posteriors`` of several buckets in one DP call.
+
+    The buckets share scans (by length) and one underflow fallback, so the
+    compiled program is about as small as one bucket's: per-bucket calls
+    would compile a scan and a fallback each.
+
+    Args:
+        buckets: per bucket ``(logits, mask, labels, label_mask)`` as
+            ``bucket_log_likelihood`` takes them.
+    Returns:
+        Per bucket, ``DPResult`` with (B,) log-likelihoods and (B, N, C) posteriors.
+    """
+    inputs = [_padded_inputs(*b)[1] for b in buckets]
+    out = []
+    for (logits, _, labels, label_mask), res in zip(buckets, buckets_dp(inputs, with_posteriors=True)):
+        post = spread_slots(res.posteriors, labels.T, label_mask.T, logits.shape[-1])
+        out.append(DPResult(res.log_likelihood, jnp.swapaxes(post, 0, 1)))
+    return out
+
+
 def bucket_posteriors(logits: Array, mask: Array, labels: Array, label_mask: Array) -> DPResult:
     """Log-likelihoods (B,) and class posteriors (B, N, C) of a bucket.
 
     Arguments as ``bucket_log_likelihood``. ``posteriors[b, i, c]`` is
     ``p(y_bi = c | Y_b, X_b)``: zero for ``c`` outside ``Y_b`` and on padding.
     """
-    _, inputs = _padded_inputs(logits, mask, labels, label_mask)
-    res = buckets_dp([inputs], with_posteriors=True)[0]
-    post = spread_slots(res.posteriors, labels.T, label_mask.T, logits.shape[-1])
-    return DPResult(res.log_likelihood, jnp.swapaxes(post, 0, 1))
+    return buckets_posteriors([(logits, mask, labels, label_mask)])[0]
 
 
 def _bll_fwd(logits: Array, mask: Array, labels: Array, label_mask: Array):

@@ -1,6 +1,14 @@
-"""Layer 4, scikit-learn estimators: ``ORLR`` and the reference baselines."""
+"""Layer 4, scikit-learn estimators: ``ORLR`` and the reference baselines.
 
-from .base import ORLR, MajorityClass, SoftmaxRegression
+Modules: ``base`` (the shared ``_BagClassifier``: prediction interface, save/load,
+input helpers), ``orlr`` and ``orlr_fit`` (ORLR and its fitting back ends),
+``baselines`` (SoftmaxRegression, MajorityClass), ``sim`` and ``sim_objective``
+(the SIM baseline). Importing them here also registers every estimator class
+with ``_BagClassifier.load``.
+"""
+
+from .baselines import MajorityClass, SoftmaxRegression
+from .orlr import ORLR
 from .sim import SIM
 
 __all__ = ["ORLR", "MajorityClass", "SIM", "SoftmaxRegression"]

@@ -22,7 +22,8 @@ parameter that is exactly constant over all draws (``beta`` when
 
 ``diagnose(idata)`` runs every check and returns a ``Diagnostics``;
 ``warn_if_unconverged`` issues one ``ConvergenceWarning`` listing the failures.
-EM and MAP fits report ``PointDiagnostics`` (``optimizer_diagnostics``).
+EM and MAP fits report ``PointDiagnostics`` (``optimizer_diagnostics``), which
+live in ``point_diagnostics`` (no ArviZ needed) and are re-exported here.
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ import pandas as pd
 import xarray as xr
 
 from .inference_data import RAW_SITES, az, with_names
+
+# Re-exported: the estimators and the tests import the EM/MAP report from here. The import runs one
+# way only (point_diagnostics needs neither ArviZ nor this module), so there is no cycle.
+from .point_diagnostics import OPTIMIZERS as OPTIMIZERS
+from .point_diagnostics import PointDiagnostics as PointDiagnostics
+from .point_diagnostics import count_noun as _count
+from .point_diagnostics import optimizer_diagnostics as optimizer_diagnostics
 
 RHAT_MAX = 1.01
 """Largest acceptable split R-hat."""
@@ -206,10 +214,6 @@ def _worst(values: pd.Series, largest: bool, fmt: str) -> str:
     order = key.sort_values(ascending=not largest, kind="stable").index[:N_WORST]
     parts = [f"{name} {values[name]:{fmt}}" for name in order]
     return ", ".join(parts) + (", …" if len(values) > N_WORST else "")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _mixing_failures(table: pd.DataFrame) -> dict[str, pd.Series]:
@@ -399,63 +403,3 @@ def warn_if_unconverged(
     if result.problems:
         warnings.warn(warning_message(result), ConvergenceWarning, stacklevel=stacklevel + 1)
     return result
-
-
-# -- EM and MAP --------------------------------------------------------------
-
-OPTIMIZERS = {"em": "EM", "map": "MAP (L-BFGS)"}
-
-
-class PointDiagnostics(NamedTuple):
-    """Stopping report of an EM or MAP fit (``ORLR.diagnostics()`` for ``method="em"|"map"``).
-
-    Attributes:
-        method: "em" or "map".
-        converged: the relative change of the log posterior fell below ``tol``
-            (EM), or L-BFGS met its tolerances (MAP).
-        n_iter: iterations run; max_iter, tol: the settings.
-        relative_change: ``|lp_T - lp_{T-1}| / max(|lp_{T-1}|, 1)`` at the last
-            EM iteration; None for MAP, or an EM model loaded from disk (the
-            history is not saved).
-        problems: one sentence when not converged, else empty.
-    """
-
-    method: str
-    converged: bool
-    n_iter: int
-    max_iter: int
-    tol: float
-    relative_change: float | None
-    problems: list[str]
-
-    def summary_lines(self) -> list[str]:
-        """One line: iterations, final relative change and the verdict."""
-        change = "" if self.relative_change is None else f", final relative change {self.relative_change:.2g}"
-        verdict = "converged" if self.converged else "NOT converged"
-        name = OPTIMIZERS[self.method]
-        return [f"{name}: {_count(self.n_iter, 'iteration')} (max_iter={self.max_iter}){change}; {verdict}"]
-
-    def summary(self) -> str:
-        return "\n".join(self.summary_lines())
-
-
-def optimizer_diagnostics(
-    method: str, converged: bool, n_iter: int, max_iter: int, tol: float, relative_change: float | None = None
-) -> PointDiagnostics:
-    """``PointDiagnostics`` with the problem sentence of an EM/MAP fit that did not converge."""
-    if method not in OPTIMIZERS:
-        raise ValueError(f"method={method!r}: point diagnostics are for {tuple(OPTIMIZERS)}")
-    problems = []
-    if not converged:
-        problem = (
-            f"{OPTIMIZERS[method]} stopped after {_count(n_iter, 'iteration')} without meeting tol={tol:g}"
-        )
-        if n_iter < max_iter:
-            # L-BFGS can stop early when its line search fails (e.g. float32 round-off near the optimum).
-            problem += f" (its line search failed before max_iter={max_iter}); try float64 or a prior_scale"
-        else:
-            problem += "; raise max_iter"
-        problems.append(problem)
-    return PointDiagnostics(
-        method, bool(converged), int(n_iter), int(max_iter), float(tol), relative_change, problems
-    )

@@ -1,27 +1,37 @@
 """Generalised EM for the ORed-logistic model (Pham, Raich & Fern's ORLR-EM).
 
 E-step: the exact instance posteriors ``r_ic = p(y_i = c | Y_b, X_b, theta)``
-from the subset DP. M-step: gradient ascent, with a backtracking (Armijo) line
-search, on the expected complete-data log-likelihood plus the log-prior::
+from the model's ``BagLabelSet`` sites (the subset DP). M-step: ``m_steps``
+gradient-ascent steps, each with an Armijo backtracking line search (optax's),
+on the expected complete-data log joint, concave in the raw parameters::
 
     Q(theta; r) = sum_i sum_c r_ic log softmax(W^T x_i + beta)_c + log p(theta).
 
-Every accepted step raises ``Q``, which (the EM inequality) never lowers the
-log posterior ``sum_b log p(Y_b | X_b, theta) + log p(theta)``. Parameters are
-the model's sum-to-zero ``W_raw``, ``beta_raw`` (see ``orlr_ppl.model``), so EM
-and MAP optimise the same objective.
+An M-step is kept only when it raises ``Q``, which (the EM inequality) never
+lowers the log posterior ``sum_b log p(Y_b | X_b, theta) + log p(theta)``.
+Both ``Q`` and the E-step come from ``orlr_model`` itself
+(``model.log_density.e_step``, ``expected_log_joint``), with its sum-to-zero
+``W_raw``, ``beta_raw``, so EM, MAP and the samplers share one objective.
+
+The whole fit (E-steps, M-steps with their line searches, and the stopping
+test) is one ``lax.while_loop`` in a module-level jitted program, with the data
+as arguments: it compiles once per shape family and makes no host round trip
+until it returns.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+from jax import lax
 
-from ..dp.ragged import packed_posteriors
-from ..objective import FlatData, instance_scores, log_prior
+from ..model.log_density import EStep, Params, Scales, e_step, expected_log_joint, prior_scales
+from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data, sum_to_zero_basis
 
 Array = jax.Array
 
@@ -45,13 +55,110 @@ class EMResult(NamedTuple):
     converged: bool
 
 
-def _expected_complete(params, data, resp, prior_scale, intercept_scale) -> Array:
-    log_probs = jax.nn.log_softmax(instance_scores(params, data), axis=-1)
-    return jnp.sum(resp * log_probs) + log_prior(params, prior_scale, intercept_scale)
+LINE_SEARCH_STEPS = 60
+"""Halvings a line search may try: from the last accepted step down by ``2**-60``."""
+
+
+def _ascent() -> optax.GradientTransformationExtraArgs:
+    """Gradient steps with an Armijo backtracking line search (on ``-Q``, so ascent on ``Q``).
+
+    Each search starts at twice the last accepted step and halves it until
+    ``Q`` rises by at least ``1e-4 * step * |grad|**2``: the classic
+    generalised EM's M-step. The step carries over across M-steps through the
+    optimiser's state.
+    """
+    return optax.chain(
+        optax.sgd(learning_rate=1.0),
+        optax.scale_by_backtracking_linesearch(
+            max_backtracking_steps=LINE_SEARCH_STEPS,
+            slope_rtol=1e-4,
+            decrease_factor=0.5,
+            increase_factor=2.0,
+            max_learning_rate=1e30,
+        ),
+    )
+
+
+class _State(NamedTuple):
+    params: Params
+    opt_state: optax.OptState  # the line search's last accepted step
+    history: Array  # (max_iter + 1,), NaN past the last iteration
+    n_iter: Array  # M-steps taken
+    converged: Array
+    done: Array
+
+
+def _m_step(
+    params: Params,
+    opt_state: optax.OptState,
+    e: EStep,
+    arrays: ModelArrays,
+    scales: Scales,
+    m_steps: Array,
+    shape: ModelShape,
+    fit_intercept: bool,
+) -> tuple[Params, optax.OptState]:
+    """``m_steps`` line-searched gradient steps on ``Q``; the start back if ``Q`` did not rise."""
+
+    def loss(p: Params) -> Array:
+        return -expected_log_joint(p, e.posteriors, arrays, scales, shape, fit_intercept)
+
+    opt = _ascent()
+
+    def _step(carry: tuple[Params, optax.OptState, Array]) -> tuple[Params, optax.OptState, Array]:
+        p, state, i = carry
+        value, grad = jax.value_and_grad(loss)(p)
+        updates, state = opt.update(grad, state, p, value=value, grad=grad, value_fn=loss)
+        return optax.apply_updates(p, updates), state, i + 1
+
+    new, opt_state, _ = lax.while_loop(lambda c: c[2] < m_steps, _step, (params, opt_state, jnp.asarray(0)))
+    # A search that runs out of halvings still moves a little; never let that lower Q.
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree.leaves(new)]))
+    keep = finite & (loss(new) <= loss(params))
+    return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, params), opt_state
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "fit_intercept", "max_iter"))
+def _em(
+    params: Params,
+    arrays: ModelArrays,
+    scales: Scales,
+    tol: Array,
+    m_steps: Array,
+    shape: ModelShape,
+    fit_intercept: bool,
+    max_iter: int,
+) -> _State:
+    """The whole EM: a ``while_loop`` of E-step, stopping test, then M-step.
+
+    Each pass runs one E-step on the current parameters; the M-step that
+    follows is skipped on the last pass, so the returned parameters are those
+    the last history entry was computed at. The E-step, the costliest program
+    (one DP per bucket), appears once in the loop body.
+    """
+
+    def _pass(s: _State) -> _State:
+        e = e_step(s.params, arrays, scales, shape, fit_intercept)
+        old = s.history[jnp.maximum(s.n_iter - 1, 0)]
+        converged = (s.n_iter > 0) & (jnp.abs(e.log_joint - old) <= tol * jnp.maximum(jnp.abs(old), 1.0))
+        done = converged | (s.n_iter >= max_iter)
+        params, opt_state = lax.cond(
+            done,
+            lambda: (s.params, s.opt_state),
+            lambda: _m_step(s.params, s.opt_state, e, arrays, scales, m_steps, shape, fit_intercept),
+        )
+        history = s.history.at[s.n_iter].set(e.log_joint)
+        return _State(params, opt_state, history, s.n_iter + jnp.where(done, 0, 1), converged, done)
+
+    dtype = jax.tree.leaves(params)[0].dtype
+    history = jnp.full((max_iter + 1,), jnp.nan, dtype)
+    no = jnp.asarray(False)
+    start = _State(params, _ascent().init(params), history, jnp.asarray(0), no, no)
+    return lax.while_loop(lambda s: ~s.done, _pass, start)
 
 
 def fit_em(
-    data: FlatData,
+    data: ModelData,
     prior_scale: float | None = None,
     intercept_scale: float | None = None,
     max_iter: int = 50,
@@ -63,60 +170,46 @@ def fit_em(
     """Fit by generalised EM.
 
     Args:
-        data: from ``make_flat_data``.
+        data: from ``model.make_model_data``.
         prior_scale, intercept_scale: Normal prior sds; None (default) is no
             prior, plain maximum likelihood, as in the paper.
-        max_iter: EM iterations (the paper's 50 by default).
+        max_iter: EM iterations (the paper's 50 by default); part of the
+            compiled program's shape (the history's length).
         tol: stop when the log posterior's relative change is below this.
-        m_steps: gradient-ascent steps per M-step.
-        init: starting raw parameters; default zeros (uniform probabilities).
+        m_steps: line-searched gradient steps per M-step (1 is the classic
+            generalised EM).
+        init: starting raw parameters ``W_raw`` (d, C-1), ``beta_raw``
+            (C-1,); default zeros (uniform probabilities).
         fit_intercept: learn intercepts (``beta_raw``); else they stay zero.
     """
-    d, c = data.features.shape[1], data.basis.shape[0]
-    dtype = data.features.dtype
-    params = init or {"W_raw": jnp.zeros((d, c - 1), dtype)}
-    if fit_intercept and "beta_raw" not in params:
+    arrays, shape = split_model_data(data)
+    d, c = data.n_features, data.n_classes
+    dtype = data.buckets[0].features.dtype
+    params = {"W_raw": jnp.zeros((d, c - 1), dtype)}
+    if fit_intercept:
         params["beta_raw"] = jnp.zeros((c - 1,), dtype)
-    scales = (prior_scale, intercept_scale)
-
-    @jax.jit
-    def e_step(params):
-        ll, post = packed_posteriors(instance_scores(params, data), data.packed)
-        return jnp.sum(ll) + log_prior(params, *scales), post
-
-    q_and_grad = jax.jit(jax.value_and_grad(lambda p, r: _expected_complete(p, data, r, *scales)))
-    q_only = jax.jit(lambda p, r: _expected_complete(p, data, r, *scales))
-
-    current, resp = e_step(params)
-    history = [float(current)]
-    step, converged, n_iter = 1.0, False, 0
-    for n_iter in range(1, max_iter + 1):  # noqa: B007 - n_iter is reported
-        for _ in range(m_steps):
-            q0, grad = q_and_grad(params, resp)
-            sq = float(sum(jnp.sum(g * g) for g in jax.tree.leaves(grad)))
-            if sq == 0.0:
-                break
-            step *= 2.0  # try a longer step than last time's accepted one
-            while step > 1e-12:
-                trial = jax.tree.map(lambda p, g, s=step: p + s * g, params, grad)
-                # Armijo: accept when Q rises by at least a fraction of the linear prediction.
-                if float(q_only(trial, resp)) >= float(q0) + 1e-4 * step * sq:
-                    params = trial
-                    break
-                step *= 0.5
-            else:
-                break
-        new, resp = e_step(params)
-        history.append(float(new))
-        if abs(history[-1] - history[-2]) <= tol * max(abs(history[-2]), 1.0):
-            converged = True
-            break
-    basis = np.asarray(data.basis)
+    for name, value in (init or {}).items():
+        if name in params:
+            params[name] = jnp.asarray(value, dtype)
+    state = _em(
+        params,
+        jax.device_put(arrays),
+        prior_scales(prior_scale, intercept_scale, dtype),
+        jnp.asarray(tol, dtype),
+        jnp.asarray(m_steps),
+        shape,
+        fit_intercept,
+        int(max_iter),
+    )
+    n_iter = int(state.n_iter)
+    history = np.asarray(state.history[: n_iter + 1], np.float64)
+    basis = sum_to_zero_basis(c)
+    beta_raw = np.asarray(state.params["beta_raw"]) if fit_intercept else np.zeros(c - 1)
     return EMResult(
-        np.asarray(params["W_raw"]) @ basis.T,
-        np.asarray(params.get("beta_raw", np.zeros(c - 1))) @ basis.T,
-        history[-1],
-        np.asarray(history),
+        np.asarray(state.params["W_raw"]) @ basis.T,
+        beta_raw @ basis.T,
+        float(history[-1]),
+        history,
         n_iter,
-        converged,
+        bool(state.converged),
     )

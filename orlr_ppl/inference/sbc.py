@@ -1,4 +1,4 @@
-"""Simulation-based calibration (SBC) of the NUTS posterior of ``orlr_model``.
+"""Simulation-based calibration (SBC) of the package's NUTS posterior of ``orlr_model``.
 
 Talts, Betancourt, Simpson, Vehtari & Gelman (2018), "Validating Bayesian
 inference algorithms with simulation-based calibration". For replications
@@ -11,10 +11,10 @@ Averaged over the prior, the posterior is the prior again, so when the
 sampler draws from the exact posterior every scalar's rank is uniform on
 ``{0, ..., L}``. A posterior that is too narrow (overconfident) piles ranks at
 both ends (U shape), one too wide piles them in the middle, a biased one tilts
-them. The test here bins the ranks of each scalar into ``n_bins`` equal bins,
-takes a chi-square test of equal counts, and corrects the p-values for the
-number of scalars (Holm); the verdict passes when every corrected p-value
-exceeds ``alpha``.
+them. This module simulates and fits the replications (``run_sbc``);
+``sbc_stats`` ranks the draws and tests the ranks (chi-square per scalar,
+Holm-corrected; the verdict passes when every corrected p-value exceeds
+``alpha``), ``sbc_plot`` draws the rank histograms.
 
 Simulation. ``theta = (W_raw, beta_raw)`` is drawn from the priors of
 ``orlr_model`` (``Normal(0, prior_scale)``, ``Normal(0, intercept_scale)``),
@@ -33,16 +33,25 @@ sampler compiles once. ``make_model_data`` would bucket bags by label-set size,
 giving label-dependent shapes, hence ``replication_model_data`` builds the
 ``ModelData`` directly.
 
-Why not ``numpyro.infer.MCMC``. ``MCMC.run`` retraces and recompiles its
-sampling loop on every call in NumPyro 0.22, even with ``jit_model_args=True``
-(``fori_collect`` passes a fresh ``jit`` wrapper as a static argument; fixed
-upstream in pyro-ppl/numpyro#2171): about 5 s a replication here instead of
-0.2 s. ``nuts_chains`` therefore drives the same ``NUTS`` kernel (its
-``init`` and ``sample``, default diagonal adaptation, chains started at zero
-weights) from one jitted function whose data are arguments; it compiles once
-per shape family and reproduces ``MCMC``'s draws exactly when there is no
-warmup (with warmup they agree up to float rounding amplified by the chaotic
-trajectories).
+The sampler is the package's own NUTS driver, ``nuts.Chains``: the very
+programs ``fit_nuts`` runs (NumPyro's NUTS kernel on ``orlr_model``'s
+potential, warmup and draws in compiled blocks, the starting states from
+``log_density.potential_and_grad``), so SBC validates what a fit samples
+with, not a copy of it. The data and prior scales are traced arguments of
+those programs, so every replication of one shape family reuses one
+compilation. The chains start at zero weights (the prior's mode) rather than
+at a MAP estimate as ``ORLR`` starts them: a MAP per replication would only
+shorten the way to the typical set, which warmup covers.
+
+The broken likelihood (test device). A calibration test that cannot fail
+proves nothing, so ``run_sbc`` can fit a deliberately wrong, overconfident
+posterior ``p(theta) p(Y | theta)**k`` to data simulated from the model, which
+SBC must reject (``BROKEN_LIKELIHOOD_POWER``). The driver evaluates
+``orlr_model`` itself and has no hook to scale its likelihood, so the power is
+a whole number ``k`` and the wrong posterior is the model's own posterior given
+every bag ``k`` times over: the copies' likelihoods multiply, the prior is
+counted once (``powered_model_data``). That run has ``k`` times the bags,
+hence its own compilation and about ``k`` times the cost per gradient.
 
 Thinning. Draws are autocorrelated; ranks from correlated draws are not
 uniform even for an exact sampler (Talts et al. section 4.1). The post-warmup
@@ -53,26 +62,31 @@ above ``L`` the thinned draws are close to independent.
 
 from __future__ import annotations
 
-import functools
-import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-from numpyro.diagnostics import effective_sample_size
-from numpyro.infer import NUTS, init_to_value
-from numpyro.primitives import Messenger
-from scipy import stats
-from scipy.special import ndtri
 
-from ..model.numpyro_model import ModelBucket, ModelData, orlr_model, sum_to_zero_basis
+from ..model.log_density import prior_scales
+from ..model.numpyro_model import ModelBucket, ModelData, split_model_data, sum_to_zero_basis
+from . import nuts
+from .inference_data import zeros_init
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+# Re-exported: ``run_sbc``'s result and its figure, next to it (benchmarks/bench_sbc.py imports them here).
+from .sbc_plot import plot_rank_histograms as plot_rank_histograms
+from .sbc_stats import SBCResult as SBCResult
+from .sbc_stats import (
+    bulk_ess,
+    flat_params,
+    param_names,
+    rank_uniformity,
+    sbc_ranks,
+    sbc_result,
+    thin_indices,
+)
 
 Array = jax.Array
 
@@ -80,7 +94,8 @@ BROKEN_LIKELIHOOD_POWER = 4.0
 """Test device: the likelihood power of the deliberately wrong posterior that SBC must reject.
 
 Fitting with ``p(theta) p(Y | theta)**4`` shrinks the posterior about
-two-fold: the ranks pile at both ends.
+two-fold: the ranks pile at both ends. A whole number: the power is fitted as
+four copies of every bag (``powered_model_data``).
 """
 
 
@@ -102,7 +117,11 @@ class SBCDesign(NamedTuple):
 
 
 class NUTSSettings(NamedTuple):
-    """NUTS run per replication (hashable: a static argument of ``nuts_chains``)."""
+    """NUTS run per replication: iterations per chain, chains and target acceptance.
+
+    The other settings are ``fit_nuts``' defaults (``nuts.NUTSSettings``):
+    maximum tree depth 10, diagonal mass matrix.
+    """
 
     num_warmup: int = 500
     num_samples: int = 500
@@ -167,8 +186,8 @@ def replication_model_data(features: Array, mask: Array, label_sets: Array) -> M
     """All bags in one ``ModelBucket`` with ``max_labels = C``: shapes independent of the labels.
 
     Built directly rather than by ``make_model_data`` (which buckets bags by
-    label-set size) so that every replication, and traced arrays inside
-    ``nuts_chains``, share one layout.
+    label-set size) so that every replication shares one layout, hence one
+    compilation of the sampler.
 
     Args:
         features: (B, N, d) padded features.
@@ -183,38 +202,38 @@ def replication_model_data(features: Array, mask: Array, label_sets: Array) -> M
 # -- fitting -------------------------------------------------------------------
 
 
-class _PowerObserved(Messenger):
-    """Test device: scales the log-density of observed sites only (``likelihood ** power``).
+def likelihood_copies(likelihood_power: float) -> int:
+    """The number ``k`` of copies of the bags whose likelihood is ``p(Y | theta)**likelihood_power``.
 
-    ``numpyro.handlers.scale`` would scale the priors too. With ``power = 1``
-    the log-likelihood is multiplied by exactly 1.0, so the correct posterior
-    is untouched.
+    Raises ``ValueError`` unless the power is a whole number of at least 1.
+    """
+    copies = round(likelihood_power)
+    if copies < 1 or copies != likelihood_power:
+        raise ValueError(
+            f"likelihood_power must be a whole number >= 1 (it is fitted as that many copies of the bags), "
+            f"got {likelihood_power}"
+        )
+    return copies
+
+
+def powered_model_data(rep: Replication, copies: int = 1) -> ModelData:
+    """The replication's bags ``copies`` times over, in one bucket: likelihood ``p(Y | theta)**copies``.
+
+    Bags are independent given ``theta``, so the likelihood of ``k`` copies is
+    the ``k``-th power of one copy's, while ``orlr_model``'s prior enters once.
+    ``copies = 1`` is the replication itself.
+
+    Returns:
+        ``ModelData`` of ``copies * B`` bags (``replication_model_data``).
     """
 
-    def __init__(self, power: Array | float) -> None:
-        self.power = power
-        super().__init__()
+    def tile(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([a] * copies)
 
-    def process_message(self, msg: dict) -> None:
-        if msg["type"] == "sample" and msg["is_observed"]:
-            msg["scale"] = self.power if msg["scale"] is None else self.power * msg["scale"]
+    return replication_model_data(tile(rep.features), tile(rep.mask), tile(rep.label_sets))
 
 
-def _sbc_model(
-    features: Array,
-    mask: Array,
-    label_sets: Array,
-    prior_scale: Array,
-    intercept_scale: Array,
-    likelihood_power: Array,
-) -> None:
-    """``orlr_model`` on the single-bucket layout; the likelihood power is a test device."""
-    data = replication_model_data(features, mask, label_sets)
-    with _PowerObserved(likelihood_power):
-        orlr_model(data, prior_scale=prior_scale, intercept_scale=intercept_scale)
-
-
-class ChainDraws(NamedTuple):
+class ReplicationDraws(NamedTuple):
     """Post-warmup NUTS draws of one replication.
 
     Attributes:
@@ -228,267 +247,48 @@ class ChainDraws(NamedTuple):
     diverging: np.ndarray
 
 
-@functools.partial(jax.jit, static_argnames=("settings",))
-def nuts_chains(
-    rng_key: Array,
-    features: Array,
-    mask: Array,
-    label_sets: Array,
-    prior_scale: float,
-    intercept_scale: float,
-    likelihood_power: float,
-    settings: NUTSSettings,
-) -> ChainDraws:
-    """NUTS on one replication's data, chains one after another (``lax.map``).
-
-    Same kernel and defaults as ``infer_nuts.fit_nuts`` (NumPyro ``NUTS``,
-    diagonal mass-matrix and step-size adaptation, chains started at zero
-    weights), driven the way ``MCMC`` drives it: ``init`` then
-    ``num_warmup + num_samples`` calls of ``sample``; chain keys are
-    ``MCMC``'s (the key itself for one chain, else ``split(key, chains)``).
-    The data and scales are traced arguments, so every replication of one
-    shape family reuses one compilation.
-
-    Args:
-        rng_key: PRNG key.
-        features, mask, label_sets: as ``replication_model_data``.
-        prior_scale, intercept_scale: the priors' standard deviations.
-        likelihood_power: 1 for the model's posterior. Test device: other
-            values fit ``p(theta) p(Y | theta)**power``, a wrong posterior.
-        settings: warmup, draws, chains, target acceptance (static).
-    """
-    n_features, n_classes = features.shape[-1], label_sets.shape[-1]
-    init = {"W_raw": jnp.zeros((n_features, n_classes - 1)), "beta_raw": jnp.zeros((n_classes - 1,))}
-    kernel = NUTS(
-        _sbc_model, init_strategy=init_to_value(values=init), target_accept_prob=settings.target_accept_prob
-    )
-    args = (features, mask, label_sets, prior_scale, intercept_scale, likelihood_power)
-
-    def chain(key: Array) -> tuple[dict[str, Array], Array]:
-        state = kernel.init(key, settings.num_warmup, model_args=args, model_kwargs={})
-        state = lax.fori_loop(0, settings.num_warmup, lambda _, s: kernel.sample(s, args, {}), state)
-
-        def step(s, _):
-            s = kernel.sample(s, args, {})
-            return s, (s.z, s.diverging)
-
-        return lax.scan(step, state, None, length=settings.num_samples)[1]
-
-    keys = jax.random.split(rng_key, settings.num_chains) if settings.num_chains > 1 else rng_key[None]
-    z, diverging = lax.map(chain, keys)
-    # Both sites have real support: the unconstrained z are the parameters.
-    return ChainDraws(z["W_raw"], z["beta_raw"], diverging)
-
-
 def fit_replication(
     rep: Replication,
     rng_key: Array,
     design: SBCDesign,
     settings: NUTSSettings,
     likelihood_power: float = 1.0,
-) -> ChainDraws:
-    """``nuts_chains`` on a simulated replication; NumPy arrays out."""
-    out = nuts_chains(
-        rng_key,
-        rep.features,
-        rep.mask,
-        rep.label_sets,
-        design.prior_scale,
-        design.intercept_scale,
-        likelihood_power,
-        settings=settings,
-    )
-    return ChainDraws(*(np.asarray(a) for a in out))
+) -> ReplicationDraws:
+    """NUTS on one replication's data with the package's driver (``nuts.Chains``), as ``fit_nuts`` runs it.
 
-
-# -- ranks and the uniformity test --------------------------------------------
-
-
-def param_names(n_features: int, n_classes: int, derived: bool = False) -> list[str]:
-    """Names of the flattened scalars, in ``flat_params`` order.
-
-    ``W_raw[j,k]``, ``beta_raw[k]``, and with ``derived`` the per-class
-    ``W[j,c]``, ``beta[c]``.
-    """
-    names = [f"W_raw[{j},{k}]" for j in range(n_features) for k in range(n_classes - 1)]
-    names += [f"beta_raw[{k}]" for k in range(n_classes - 1)]
-    if derived:
-        names += [f"W[{j},{c}]" for j in range(n_features) for c in range(n_classes)]
-        names += [f"beta[{c}]" for c in range(n_classes)]
-    return names
-
-
-def flat_params(w_raw: np.ndarray, beta_raw: np.ndarray, derived: bool = False) -> np.ndarray:
-    """(..., P) scalars from ``W_raw`` (..., d, C-1) and ``beta_raw`` (..., C-1).
-
-    With ``derived``, also ``W = W_raw H^T`` (..., d, C) and ``beta = beta_raw
-    H^T`` (..., C), flattened row-major.
-    """
-    w_raw, beta_raw = np.asarray(w_raw, np.float64), np.asarray(beta_raw, np.float64)
-    batch = w_raw.shape[:-2]
-    parts = [w_raw.reshape(batch + (-1,)), beta_raw]
-    if derived:
-        basis = sum_to_zero_basis(w_raw.shape[-1] + 1)
-        parts += [(w_raw @ basis.T).reshape(batch + (-1,)), beta_raw @ basis.T]
-    return np.concatenate(parts, axis=-1)
-
-
-def thin_indices(n_total: int, n_keep: int) -> np.ndarray:
-    """``n_keep`` evenly spaced indices into ``n_total`` draws (first and last included)."""
-    if not 1 <= n_keep <= n_total:
-        raise ValueError(f"cannot keep {n_keep} of {n_total} draws: use more draws or chains, or a smaller L")
-    return np.linspace(0, n_total - 1, n_keep).round().astype(np.int64)
-
-
-def sbc_ranks(draws: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """(P,) rank of each true scalar among its draws: ``#{l : draws[l] < truth}``, in 0..L.
+    Chain keys are ``fit_nuts``' (the key itself for one chain, else
+    ``split(key, chains)``); every chain starts at zero weights; chains run in
+    parallel when JAX has a device per chain (``nuts.resolve_chain_method``).
 
     Args:
-        draws: (L, P) posterior draws.
-        truth: (P,) the values that generated the data.
+        rep: the simulated data and truth.
+        rng_key: PRNG key of the sampler.
+        design: its prior scales are the fit's.
+        settings: warmup, draws, chains, target acceptance.
+        likelihood_power: 1 for the model's posterior. Test device: a whole
+            number ``k > 1`` fits ``p(theta) p(Y | theta)**k``, a wrong posterior.
     """
-    return np.sum(np.asarray(draws) < np.asarray(truth)[None, :], axis=0).astype(np.int64)
-
-
-def bulk_ess(draws: np.ndarray) -> np.ndarray:
-    """(P,) bulk effective sample size of (chains, S, P) draws (Vehtari et al. 2021).
-
-    Each chain is split in halves (the middle draw dropped when ``S`` is odd),
-    the pooled draws are replaced by their normal scores ``Phi^-1((rank -
-    3/8) / (n + 1/4))``, and Geyer's initial-monotone ESS of the split chains
-    is taken; this is ``arviz.ess(method="bulk")``.
-    """
-    draws = np.asarray(draws, np.float64)
-    half = draws.shape[1] // 2
-    if half < 2:
-        raise ValueError(f"bulk ESS needs at least 4 draws a chain, got {draws.shape[1]}")
-    split = np.concatenate([draws[:, :half], draws[:, -half:]], axis=0)
-    n = split.shape[0] * split.shape[1]
-    ranks = stats.rankdata(split.reshape(n, -1), axis=0).reshape(split.shape)
-    return np.asarray(effective_sample_size(ndtri((ranks - 0.375) / (n + 0.25))))
-
-
-def holm(p_values: np.ndarray) -> np.ndarray:
-    """Holm step-down adjusted p-values (family-wise error control, any dependence).
-
-    The ``i``-th smallest p-value becomes ``max_{j <= i} min(1, (m - j + 1) p_(j))``.
-    """
-    p = np.asarray(p_values, np.float64)
-    order = np.argsort(p)
-    m = p.size
-    adjusted = np.minimum(np.maximum.accumulate((m - np.arange(m)) * p[order]), 1.0)
-    out = np.empty_like(p)
-    out[order] = adjusted
-    return out
-
-
-class UniformityTest(NamedTuple):
-    """Chi-square test of uniform SBC ranks, per parameter.
-
-    Attributes:
-        counts: (n_bins, P) replications per rank bin.
-        statistic: (P,) ``sum_b (O_b - R/n_bins)^2 / (R/n_bins)``.
-        p_values: (P,) chi-square (``n_bins - 1`` dof) upper-tail p-values.
-        adjusted: (P,) Holm-adjusted p-values over all P parameters.
-    """
-
-    counts: np.ndarray
-    statistic: np.ndarray
-    p_values: np.ndarray
-    adjusted: np.ndarray
-
-
-def rank_uniformity(ranks: np.ndarray, n_draws: int, n_bins: int) -> UniformityTest:
-    """Chi-square test that (R, P) ranks in ``0..n_draws`` are uniform, with Holm correction.
-
-    The ``L + 1`` possible ranks are grouped into ``n_bins`` bins of equal
-    width, so ``n_bins`` must divide ``L + 1``. The chi-square approximation
-    wants an expected count ``R / n_bins`` of at least about 5.
-    """
-    ranks = np.asarray(ranks)
-    if ranks.ndim != 2:
-        raise ValueError(f"ranks must be (replications, parameters), got shape {ranks.shape}")
-    if n_bins < 2 or (n_draws + 1) % n_bins:
-        raise ValueError(f"n_bins={n_bins} must be at least 2 and divide L + 1 = {n_draws + 1}")
-    if ranks.size and (ranks.min() < 0 or ranks.max() > n_draws):
-        raise ValueError(f"ranks must lie in 0..{n_draws}")
-    bins = ranks // ((n_draws + 1) // n_bins)
-    counts = np.stack([np.sum(bins == b, axis=0) for b in range(n_bins)])
-    expected = ranks.shape[0] / n_bins
-    statistic = np.sum((counts - expected) ** 2, axis=0) / expected
-    p_values = stats.chi2.sf(statistic, n_bins - 1)
-    return UniformityTest(counts, statistic, p_values, holm(p_values))
+    data = powered_model_data(rep, likelihood_copies(likelihood_power))
+    arrays, shape = split_model_data(data)
+    n_chains = settings.num_chains
+    inits = {k: jnp.broadcast_to(v, (n_chains,) + v.shape) for k, v in zeros_init(data, True).items()}
+    keys = jax.random.split(rng_key, n_chains) if n_chains > 1 else rng_key[None]
+    driver = nuts.NUTSSettings(settings.num_warmup, target_accept_prob=settings.target_accept_prob)
+    chains = nuts.Chains(
+        keys,
+        inits,
+        arrays,
+        prior_scales(design.prior_scale, design.intercept_scale),
+        shape,
+        driver,
+        nuts.resolve_chain_method("auto", n_chains),
+    )
+    chains.advance(settings.num_warmup)
+    out = chains.advance(settings.num_samples)
+    return ReplicationDraws(out.z["W_raw"], out.z["beta_raw"], out.diverging)
 
 
 # -- the whole run -------------------------------------------------------------
-
-
-class SBCResult(NamedTuple):
-    """Outcome of an SBC run.
-
-    Attributes:
-        ranks: (R, P) int, rank of each true scalar among the ``n_draws`` thinned draws.
-        n_draws: L; ranks lie in ``0..L``.
-        n_bins: rank bins of the chi-square test.
-        param_names: P names (``param_names``).
-        min_ess: (R,) smallest bulk ESS over the parameters, of all post-warmup draws.
-        n_divergent: (R,) divergent transitions after warmup.
-        counts: (n_bins, P) replications per rank bin.
-        p_values: (P,) chi-square p-values.
-        adjusted: (P,) Holm-adjusted p-values.
-        passed: every adjusted p-value exceeds ``alpha``.
-        alpha: family-wise level of the verdict.
-        likelihood_power: 1 unless the test device broke the likelihood.
-        seconds: wall time of the fits and ranks.
-    """
-
-    ranks: np.ndarray
-    n_draws: int
-    n_bins: int
-    param_names: list[str]
-    min_ess: np.ndarray
-    n_divergent: np.ndarray
-    counts: np.ndarray
-    p_values: np.ndarray
-    adjusted: np.ndarray
-    passed: bool
-    alpha: float
-    likelihood_power: float = 1.0
-    seconds: float = float("nan")
-
-    def summary(self) -> str:
-        """The table of ``format_table``."""
-        return format_table(self)
-
-
-def sbc_result(
-    ranks: np.ndarray,
-    n_draws: int,
-    n_bins: int,
-    names: list[str],
-    min_ess: np.ndarray,
-    n_divergent: np.ndarray,
-    alpha: float = 0.01,
-    likelihood_power: float = 1.0,
-    seconds: float = float("nan"),
-) -> SBCResult:
-    """Test (R, P) ranks for uniformity and package the verdict."""
-    test = rank_uniformity(ranks, n_draws, n_bins)
-    return SBCResult(
-        np.asarray(ranks),
-        n_draws,
-        n_bins,
-        list(names),
-        np.asarray(min_ess, np.float64),
-        np.asarray(n_divergent, np.int64),
-        test.counts,
-        test.p_values,
-        test.adjusted,
-        bool(np.all(test.adjusted > alpha)),
-        alpha,
-        likelihood_power,
-        seconds,
-    )
 
 
 def run_sbc(
@@ -521,8 +321,8 @@ def run_sbc(
         alpha: family-wise level: the verdict passes when every Holm-adjusted
             p-value exceeds it.
         likelihood_power: TEST DEVICE, not a fitting option. 1 fits the
-            model's posterior; any other value fits ``p(theta) p(Y |
-            theta)**power`` while the data stay simulated from the model, a
+            model's posterior; a whole number ``k > 1`` fits ``p(theta) p(Y |
+            theta)**k`` while the data stay simulated from the model, a
             deliberately wrong posterior that SBC should reject (see
             ``BROKEN_LIKELIHOOD_POWER``).
         progress: called after each replication with its index and seconds.
@@ -531,8 +331,10 @@ def run_sbc(
     settings = NUTSSettings() if settings is None else settings
     if n_replications < 1:
         raise ValueError(f"n_replications must be positive, got {n_replications}")
+    # Check L, n_bins and the power before the long run.
     keep = thin_indices(settings.num_chains * settings.num_samples, n_draws)
-    rank_uniformity(np.zeros((1, 1), np.int64), n_draws, n_bins)  # check L and n_bins before the long run
+    rank_uniformity(np.zeros((1, 1), np.int64), n_draws, n_bins)
+    likelihood_copies(likelihood_power)
     names = param_names(design.n_features, design.n_classes, derived)
     ranks = np.empty((n_replications, len(names)), np.int64)
     min_ess = np.empty(n_replications)
@@ -552,82 +354,3 @@ def run_sbc(
             progress(r, time.perf_counter() - t0)
     seconds = time.perf_counter() - start
     return sbc_result(ranks, n_draws, n_bins, names, min_ess, n_divergent, alpha, likelihood_power, seconds)
-
-
-# -- reporting -----------------------------------------------------------------
-
-
-def format_table(result: SBCResult) -> str:
-    """Per-parameter chi-square and Holm p-values, the verdict and the ESS and divergence summary."""
-    n_rep = result.ranks.shape[0]
-    width = max(len("parameter"), *(len(n) for n in result.param_names))
-    lines = [f"{'parameter':<{width}}  {'chi2 p':>9}  {'Holm p':>9}"]
-    for name, p, adj in zip(result.param_names, result.p_values, result.adjusted):
-        flag = "  <- non-uniform" if adj <= result.alpha else ""
-        lines.append(f"{name:<{width}}  {p:>9.3g}  {adj:>9.3g}{flag}")
-    q = np.quantile(result.min_ess, [0.0, 0.05, 0.5])
-    broken = "" if result.likelihood_power == 1.0 else f" (likelihood ** {result.likelihood_power:g}: broken)"
-    lines += [
-        "",
-        f"{n_rep} replications{broken}, L = {result.n_draws} thinned draws, {result.n_bins} bins "
-        f"({n_rep / result.n_bins:.1f} expected per bin)",
-        f"verdict: {'PASS' if result.passed else 'FAIL'} (min Holm p = {result.adjusted.min():.3g}, "
-        f"alpha = {result.alpha:g})",
-        f"min bulk ESS per replication: min {q[0]:.0f}, 5% {q[1]:.0f}, median {q[2]:.0f}; "
-        f"{int(np.sum(result.min_ess < result.n_draws))} replications below L",
-        f"divergent transitions: {int(result.n_divergent.sum())} in "
-        f"{int(np.sum(result.n_divergent > 0))} replications",
-    ]
-    return "\n".join(lines)
-
-
-def plot_rank_histograms(result: SBCResult, ncols: int = 4, band: float = 0.99) -> Figure:
-    """Rank histograms, one panel per parameter, against the uniform expectation.
-
-    Under uniform ranks each bin's count is Binomial(R, 1/n_bins); the grey
-    band spans its central ``band`` probability, so about ``(1 - band)`` of
-    all bars fall outside it by chance.
-
-    Args:
-        result: from ``run_sbc``.
-        ncols: panels per row.
-        band: central probability of the shaded band.
-    Returns:
-        The figure.
-    """
-    import matplotlib.pyplot as plt
-
-    n_rep, n_par = result.ranks.shape
-    ncols = max(1, min(ncols, n_par))
-    nrows = math.ceil(n_par / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.8 * ncols, 2.3 * nrows + 0.9), squeeze=False)
-    edges = np.linspace(0, result.n_draws + 1, result.n_bins + 1)
-    lo, hi = stats.binom.ppf([(1 - band) / 2, (1 + band) / 2], n_rep, 1 / result.n_bins)
-    for i, ax in enumerate(axes.flat):
-        if i >= n_par:
-            ax.set_visible(False)
-            continue
-        ax.stairs(result.counts[:, i], edges, fill=True, color="C0", alpha=0.7, label="replications")
-        # Over the bars, translucent, so that bars inside and outside it both show.
-        ax.axhspan(lo, hi, color="0.5", alpha=0.3, lw=0, label=f"{band:.0%} band if uniform")
-        ax.axhline(n_rep / result.n_bins, color="0.2", ls="--", lw=0.8, label="uniform expectation")
-        ax.set_title(f"{result.param_names[i]}  (Holm p {result.adjusted[i]:.2g})", fontsize="small")
-        ax.set_xlabel(f"rank among L = {result.n_draws} draws", fontsize="small")
-        ax.set_ylabel("replications", fontsize="small")
-        ax.set_xlim(0, result.n_draws + 1)
-        ax.tick_params(labelsize="x-small")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    # Below the panels, where it hides no bar.
-    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.035), ncol=3, fontsize="small")
-    verdict = "PASS" if result.passed else "FAIL"
-    fig.text(
-        0.5,
-        0.01,
-        f"SBC rank histograms: {n_rep} replications, {result.n_bins} bins; a calibrated posterior gives "
-        f"uniform ranks. Verdict: {verdict} (passes when every Holm-corrected p > {result.alpha:g}).",
-        ha="center",
-        va="bottom",
-        fontsize="small",
-    )
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    return fig

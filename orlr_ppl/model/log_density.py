@@ -1,7 +1,10 @@
 """``orlr_model``'s log density as module-level functions of (parameters, data arrays).
 
-MAP, the NUTS driver and the per-bag log-likelihoods of ``InferenceData`` all
-evaluate the one NumPyro model through these functions. The data enter as
+MAP, EM, the NUTS driver and the per-bag log-likelihoods of ``InferenceData``
+all evaluate the one NumPyro model through these functions: EM's E-step and
+M-step objective read the model's own trace (its priors and its
+``BagLabelSet`` sites), so "one model serves every method" holds by
+construction. The data enter as
 traced arrays (``model.split_model_data``) and only the static ``ModelShape``
 and ``fit_intercept`` select a compiled program, so a second fit of the same
 shape family, or a MAP followed by NUTS, reuses what the first compiled:
@@ -15,10 +18,14 @@ a value does not.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
+from numpyro import handlers
 from numpyro.infer.util import log_likelihood, potential_energy
 
+from .distribution import BagLabelSet
 from .numpyro_model import ModelArrays, ModelShape, join_model_data, orlr_model
 
 Array = jax.Array
@@ -62,3 +69,62 @@ def bucket_log_likelihoods(
     data = join_model_data(arrays, shape)
     sites = log_likelihood(orlr_model, params, data, batch_ndims=0, **_model_kwargs(scales, fit_intercept))
     return tuple(sites[data.site_name(k)] for k in range(len(arrays)))
+
+
+class EStep(NamedTuple):
+    """EM's E-step at one parameter point.
+
+    Attributes:
+        log_joint: () ``log p(theta) + sum_b log p(Y_b | X_b, theta)``, the
+            negative of ``potential``.
+        posteriors: per bucket ``k``, (B_k, N_k, C) instance posteriors
+            ``p(y_bi = c | Y_b, X_b, theta)``, zero on padding.
+    """
+
+    log_joint: Array
+    posteriors: tuple[Array, ...]
+
+
+def _sites(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
+    """The model's latent and observed sample sites, run at ``params``."""
+    data = join_model_data(arrays, shape)
+    model = handlers.substitute(orlr_model, data=params)
+    tr = handlers.trace(model).get_trace(data, **_model_kwargs(scales, fit_intercept))
+    samples = [s for s in tr.values() if s["type"] == "sample"]
+    latent = [s for s in samples if not s["is_observed"]]
+    observed = [s for s in samples if s["is_observed"]]
+    return latent, observed
+
+
+def _log_prior(latent: list[dict]) -> Array:
+    # ImproperUniform's log_prob is 0: a None scale adds nothing, as in the model's density.
+    return sum(jnp.sum(s["fn"].log_prob(s["value"])) for s in latent)
+
+
+def e_step(
+    params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
+) -> EStep:
+    """Log joint and instance posteriors from the model's ``BagLabelSet`` sites (one DP pass each)."""
+    latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
+    results = BagLabelSet.joint_posteriors([(s["fn"], s["value"]) for s in observed])
+    log_joint = _log_prior(latent) + sum(jnp.sum(r.log_likelihood) for r in results)
+    return EStep(log_joint, tuple(r.posteriors for r in results))
+
+
+def expected_log_joint(
+    params: Params,
+    posteriors: tuple[Array, ...],
+    arrays: ModelArrays,
+    scales: Scales,
+    shape: ModelShape,
+    fit_intercept: bool = True,
+) -> Array:
+    """EM's ``Q(theta; r) = log p(theta) + sum_k E_r[log p(y | X, theta)]`` (scalar).
+
+    ``posteriors`` are the responsibilities ``r`` per bucket, as ``e_step``
+    returns them. ``Q`` is concave in the raw parameters, and a rise in ``Q``
+    never lowers the log joint (the EM inequality).
+    """
+    latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
+    expected = sum(jnp.sum(s["fn"].expected_complete_log_prob(r)) for s, r in zip(observed, posteriors))
+    return _log_prior(latent) + expected

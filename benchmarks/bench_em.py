@@ -1,0 +1,107 @@
+"""Wall time of ORLR-EM fits, against scikit-learn's LogisticRegression on the same instances.
+
+Fits ``ORLR(method="em")`` with the comparison's settings (no prior, 50 iterations, one
+line-searched gradient step per M-step: ``orlr-ppl evaluate``'s ORLR-EM) in one process on
+
+  (i) Letter Frost folds (10-fold by bag, data seed 0; needs the UCI letters file), and
+  (ii) HJA-shaped synthetic bags (``bench_dp.hja_shaped``: 548 bags, 13 classes, 39 features),
+
+three fits each: a first fit (which compiles), a second fit of the same data (which reuses
+what the first compiled, if the package compiles once per shape family), and a fit on the next
+fold (other bucket shapes). The reference is ``LogisticRegression`` fitted on the same training
+instances with their true labels, timed in the same run.
+
+    python benchmarks/bench_em.py [--uci-path PATH]
+
+Runs against whichever ``orlr_ppl`` is importable, so the same script times an older checkout
+(``PYTHONPATH=/path/to/old/checkout``). The last line is
+``letter_first=<s> letter_again=<s> letter_next=<s> hja_first=<s> hja_again=<s>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+import orlr_ppl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_dp import hja_shaped  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _datasets():
+    for name in ("orlr_ppl.data.datasets", "orlr_ppl.datasets"):  # this layout, then the flat one
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError("no orlr_ppl datasets module")
+
+
+def _timed_fit(bags, sets, n_classes) -> tuple[float, float]:
+    model = orlr_ppl.ORLR(
+        method="em", prior_scale=None, intercept_scale=None, max_iter=50, m_steps=1, n_classes=n_classes
+    )
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 50 iterations rarely meet tol: the budget is the point
+        model.fit(bags, sets)
+    return time.perf_counter() - t0, float(model.log_posterior_)
+
+
+def _reference(bags, labels) -> float:
+    x, y = np.concatenate(bags), np.concatenate(labels)
+    t0 = time.perf_counter()
+    LogisticRegression(max_iter=1000).fit(x, y)
+    return time.perf_counter() - t0
+
+
+def _row(name: str, seconds: float, log_post: float, ref: float) -> None:
+    print(
+        f"  {name:<20} {seconds:7.2f} s  log posterior {log_post:10.3f}  "
+        f"LogisticRegression {ref:5.2f} s, ratio {seconds / ref:5.0f}x"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--uci-path", default=str(SHARED / "letter-recognition.data"))
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.machine()} cpus={os.cpu_count()} jax={jax.__version__} "
+        f"orlr_ppl={Path(orlr_ppl.__file__).parent}"
+    )
+    out = {}
+    data = _datasets().load_letter_frost(args.uci_path, seed=0)
+    folds = list(data.kfold(10, seed=0))
+    print("Letter Frost, 90 % folds, 26 classes:")
+    runs = (("first fit (fold 0)", folds[0]), ("again (fold 0)", folds[0]), ("next fold (fold 1)", folds[1]))
+    for label, (train, _) in runs:
+        ref = _reference(train.bags, train.instance_labels)
+        seconds, lp = _timed_fit(train.bags, train.label_sets, 26)
+        _row(label, seconds, lp, ref)
+        out["letter_" + label.split()[0]] = seconds
+    feats, sets, labels, n_classes = hja_shaped(np.random.default_rng(0))
+    print("HJA-shaped, 548 bags, 13 classes:")
+    ref = _reference(feats, labels)
+    for label in ("first fit", "again"):
+        seconds, lp = _timed_fit(feats, sets, n_classes)
+        _row(label, seconds, lp, ref)
+        out["hja_" + label.split()[0]] = seconds
+    print(" ".join(f"{k}={v:.2f}" for k, v in out.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""Readers for MIML data files; each returns a ``MIMLData`` and never drops anything silently.
+
+* ``read_miml_arff``: relational ARFF (MIML / Mulan style), optionally with
+  a Mulan XML file naming the labels (``arff``);
+* ``read_bag_csv``: the HJA three-file bag CSV layout (``bag_csv``);
+* ``read_bag_npz``: one ``.npz`` archive of named arrays, the command
+  line's data files (``npz``).
+
+Every malformed input raises ``ValueError`` naming the file and, where the
+problem sits on one line, ``line N`` (line, field and instance numbers count
+from 1), or for an archive the array. Each module's docstring documents its
+format.
+"""
+
+from .arff import read_miml_arff
+from .bag_csv import read_bag_csv
+from .npz import read_bag_npz
+
+__all__ = ["read_bag_csv", "read_bag_npz", "read_miml_arff"]

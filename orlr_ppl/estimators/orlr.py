@@ -1,0 +1,353 @@
+"""The ORed-logistic regression (ORLR) estimator: instance annotation from bag label sets.
+
+Fitting runs through ``orlr_fit`` (EM, MAP, NUTS, SVI); predictions through the
+shared ``_BagClassifier`` interface, refined here to average over posterior
+draws when the fit has them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import softmax
+from sklearn.utils.validation import check_is_fitted
+
+from ..dp.packing import pack_bags
+from ..dp.ragged import packed_posteriors
+from ..dp.validation import DEFAULT_MAX_LABELS
+from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
+from ..model.numpyro_model import ModelData, make_model_data
+from .base import Bags, _BagClassifier, _fit_inputs, _infer_n_classes, _shape_of, split_by_bag
+from .orlr_fit import (
+    DEFAULT_MAX_ITER,
+    METHODS,
+    SamplerSettings,
+    fit_point,
+    fit_posterior,
+    read_posterior,
+    thin_draws,
+)
+
+if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
+    import arviz as az
+
+    from ..inference.diagnostics import Diagnostics, PointDiagnostics
+
+
+class ORLR(_BagClassifier):
+    """The ORed-logistic instance annotator, fitted from bag label sets.
+
+    Args:
+        method: "em" (the published generalised EM) or "map" (L-BFGS on the
+            log posterior): point estimates sharing one objective, so they
+            agree at convergence; "nuts" or "svi": the full posterior
+            (``posterior_``), and predictions averaged over its draws.
+        prior_scale: sd of the Normal prior on the weights (l2 strength
+            ``1 / (2 prior_scale**2)``); None is plain maximum likelihood.
+        intercept_scale: sd of the prior on the intercepts; None is flat.
+        fit_intercept: learn per-class intercepts.
+        n_classes: number of classes; default: largest label + 1.
+        max_labels: largest label set accepted (the DP holds 2**K states).
+        max_iter: EM iterations or L-BFGS iterations; None: 50 for EM (the
+            published budget), 500 for MAP (L-BFGS needs more, cheaper steps).
+        m_steps: EM only: gradient-ascent steps (Armijo line search) per
+            M-step. 1 is the classic generalised EM; more steps move each
+            M-step closer to its maximum, and, without a prior, the fit
+            closer to the (often infinite) maximum-likelihood weights.
+        tol: relative tolerance on the log posterior.
+        num_warmup, num_samples, num_chains: NUTS settings (per chain). Chains run in
+            parallel when JAX has a device per chain (see ``orlr_ppl.infer_nuts``).
+        max_num_samples: NUTS chains that fail the R-hat or ESS check after
+            ``num_samples`` draws go on, a quarter of ``num_samples`` at a time,
+            up to this many draws per chain; None: twice ``num_samples``; at
+            most ``num_samples``: never.
+        init: where NUTS chains start: "map" (the MAP under the same prior, by
+            L-BFGS, jittered per chain) or "zeros" (zero weights, jittered).
+        guide ("normal" | "lowrank"), svi_steps, learning_rate,
+            subsample_size (bags per minibatch): SVI settings.
+        max_predict_draws: posterior draws used (evenly thinned) to average
+            predictions.
+        progress_bar: show NumPyro's progress bar while sampling/optimising.
+        random_state: seed of NUTS and SVI.
+
+    Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,) (for NUTS/SVI
+    the posterior means), ``n_classes_``, ``n_features_in_``; EM/MAP:
+    ``log_posterior_``, ``n_iter_``, ``converged_``, and for EM ``history_``;
+    NUTS/SVI: ``posterior_`` (``arviz.InferenceData``), ``coef_draws_``
+    (S, d, C), ``intercept_draws_`` (S, C), and for SVI ``losses_``; from a
+    ``MIMLData``: ``class_names_``, ``feature_names_`` (also the posterior's
+    ``class``/``feature`` coordinates).
+
+    Convergence. ``fit`` issues one ``orlr_ppl.diagnostics.ConvergenceWarning``
+    when a NUTS posterior fails a check (R-hat, bulk/tail ESS, divergences,
+    tree depth, E-BFMI, PSIS-LOO k-hat), an SVI posterior the PSIS-LOO k-hat
+    check, or EM/MAP stop before meeting ``tol``; ``diagnostics()`` returns
+    the full report.
+    """
+
+    _saved_arrays = {"coef_": ("d", "C"), "intercept_": ("C",)}
+
+    def __init__(
+        self,
+        method: str = "em",
+        prior_scale: float | None = 1.0,
+        intercept_scale: float | None = 10.0,
+        fit_intercept: bool = True,
+        n_classes: int | None = None,
+        max_labels: int = DEFAULT_MAX_LABELS,
+        max_iter: int | None = None,
+        m_steps: int = 10,
+        tol: float = 1e-6,
+        num_warmup: int = 300,
+        num_samples: int = 1000,
+        num_chains: int = 4,
+        max_num_samples: int | None = None,
+        init: str = "map",
+        guide: str = "normal",
+        svi_steps: int = 3000,
+        learning_rate: float = 0.01,
+        subsample_size: int | None = None,
+        max_predict_draws: int = 200,
+        progress_bar: bool = False,
+        random_state: int | None = None,
+    ) -> None:
+        self.method = method
+        self.prior_scale = prior_scale
+        self.intercept_scale = intercept_scale
+        self.fit_intercept = fit_intercept
+        self.n_classes = n_classes
+        self.max_labels = max_labels
+        self.max_iter = max_iter
+        self.m_steps = m_steps
+        self.tol = tol
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.num_chains = num_chains
+        self.max_num_samples = max_num_samples
+        self.init = init
+        self.guide = guide
+        self.svi_steps = svi_steps
+        self.learning_rate = learning_rate
+        self.subsample_size = subsample_size
+        self.max_predict_draws = max_predict_draws
+        self.progress_bar = progress_bar
+        self.random_state = random_state
+
+    # -- fitting -----------------------------------------------------------------
+
+    def fit(self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None) -> ORLR:
+        """Fit from bags (list of (n_b, d) arrays) and their label sets, or from a ``MIMLData``.
+
+        Bags the union model cannot explain (fewer instances than labels, an
+        empty label set) raise one ValueError listing all of them.
+        """
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
+        self._forget_fit()
+        bags, label_sets, n_classes = _fit_inputs(self, bags, label_sets, "label_sets")
+        if len(bags) != len(label_sets):
+            raise ValueError(f"got {len(bags)} bags but {len(label_sets)} label sets")
+        n_classes = _infer_n_classes(label_sets, n_classes)
+        self.training_shape_ = _shape_of(bags)
+        data = make_model_data(bags, label_sets, n_classes, self.max_labels)
+        if self.method in ("nuts", "svi"):
+            self._fit_posterior(data)
+        else:
+            self._fit_point(data)
+        self.n_classes_, self.n_features_in_ = n_classes, data.n_features
+        # The warnings are issued here, with stacklevel 2, so that they point at the caller of fit.
+        if hasattr(self, "posterior_"):
+            from ..inference.diagnostics import warn_if_unconverged
+
+            self._diagnostics = warn_if_unconverged(self.posterior_, stacklevel=2)
+        elif not self.converged_:
+            from ..inference.diagnostics import ConvergenceWarning
+
+            warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _forget_fit(self) -> None:
+        """Drop every fitted attribute.
+
+        A refit (e.g. after ``set_params(method=...)``) must not keep draws or names of the last fit.
+        """
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, name)
+        self._diagnostics = None
+
+    def _fit_point(self, data: ModelData) -> None:
+        """EM or MAP: ``coef_``, ``intercept_``, the optimiser's report, and EM's ``history_``."""
+        res = fit_point(
+            data,
+            self.method,
+            self.prior_scale,
+            self.intercept_scale,
+            self.fit_intercept,
+            max_iter=self._max_iter(),
+            tol=self.tol,
+            m_steps=self.m_steps,
+        )
+        self.coef_, self.intercept_ = res.coef, res.intercept
+        self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
+        if res.history is not None:
+            self.history_ = res.history
+
+    def _fit_posterior(self, data: ModelData) -> None:
+        """NUTS or SVI: ``posterior_`` (named after the data's classes and features) and its draws."""
+        from ..inference.inference_data import with_names
+
+        settings = SamplerSettings(**{k: getattr(self, k) for k in SamplerSettings._fields})
+        res = fit_posterior(data, self.method, settings)
+        if res.losses is not None:
+            self.losses_ = res.losses
+        names = getattr(self, "class_names_", None), getattr(self, "feature_names_", None)
+        self._set_posterior(with_names(res.posterior, *names))
+
+    def _set_posterior(self, idata: az.InferenceData) -> None:
+        self.posterior_ = idata
+        draws = thin_draws(idata, self.max_predict_draws)
+        self.coef_, self.intercept_ = draws.coef, draws.intercept
+        self.coef_draws_, self.intercept_draws_ = draws.coef_draws, draws.intercept_draws
+
+    def _max_iter(self) -> int:
+        if self.max_iter is not None:
+            return int(self.max_iter)
+        return DEFAULT_MAX_ITER.get(self.method, DEFAULT_MAX_ITER["em"])
+
+    def diagnostics(self) -> Diagnostics | PointDiagnostics:
+        """Convergence report of the fit.
+
+        NUTS/SVI: ``orlr_ppl.diagnostics.Diagnostics`` (``table``: mean, sd,
+        R-hat, bulk/tail ESS per scalar of ``W`` and ``beta``; ``sampler``:
+        divergences, tree depth, step size, E-BFMI, PSIS-LOO k-hat share;
+        ``problems``; ``converged``). EM/MAP: ``orlr_ppl.diagnostics.PointDiagnostics``
+        (``converged``, ``n_iter``, ``max_iter``, ``tol``, the final relative
+        change of the log posterior (EM), ``problems``). Both have
+        ``summary_lines()`` for a short text report.
+        """
+        from ..inference.diagnostics import diagnose, optimizer_diagnostics
+
+        check_is_fitted(self, "n_classes_")
+        if hasattr(self, "posterior_"):
+            if getattr(self, "_diagnostics", None) is None:
+                self._diagnostics = diagnose(self.posterior_)
+            return self._diagnostics
+        history, change = getattr(self, "history_", None), None
+        if history is not None and len(history) > 1:
+            change = float(abs(history[-1] - history[-2]) / max(abs(history[-2]), 1.0))
+        return optimizer_diagnostics(
+            self.method, self.converged_, self.n_iter_, self._max_iter(), self.tol, relative_change=change
+        )
+
+    # -- prediction hooks (see _BagClassifier) -----------------------------------
+
+    def _draws(self) -> tuple[np.ndarray, np.ndarray]:
+        """(S, d, C), (S, C): posterior draws, or the point estimate as S = 1."""
+        if hasattr(self, "coef_draws_"):
+            return self.coef_draws_, self.intercept_draws_
+        return self.coef_[None], self.intercept_[None]
+
+    def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        return [x @ self.coef_ + self.intercept_ for x in feats]
+
+    def _draw_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """B arrays (S, n_b, C) of ``p(y | x, theta_s)`` per posterior draw."""
+        w, b = self._draws()
+        return [softmax(np.einsum("nd,sdc->snc", x, w) + b[:, None, :], axis=-1) for x in feats]
+
+    def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """``E_theta p(y = c | x, theta)``: the mean over the draws (the point estimate for EM/MAP)."""
+        return [p.mean(axis=0) for p in self._draw_proba(feats)]
+
+    def _transductive_proba(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> list[np.ndarray]:
+        """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over draws (NUTS/SVI)."""
+        if not hasattr(self, "coef_draws_"):
+            return super()._transductive_proba(feats, sets)
+        total = sum(self._draw_posteriors(feats, sets))
+        return split_by_bag(total / len(self.coef_draws_), feats)
+
+    def _draw_posteriors(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[np.ndarray]:
+        """Per draw (or the point estimate), the (n, C) DP posteriors ``p(y | Y_b, X_b, theta_s)``.
+
+        All bags' instances concatenated in order; zero outside each bag's set.
+        """
+        # Packing depends only on the bags, not on the draw: do it once.
+        packed, flat = pack_bags([len(x) for x in feats], sets), np.concatenate(feats)
+        for w, b in zip(*self._draws()):
+            yield np.asarray(packed_posteriors(jnp.asarray(flat @ w + b), packed)[1])
+
+    # -- posterior predictive ------------------------------------------------------
+
+    def predict_interval(
+        self, bags: Bags, prob: float = 0.94, label_sets: Sequence[Iterable[int]] | None = None
+    ) -> list[np.ndarray]:
+        """B arrays (n_b, C, 2): equal-tailed credible intervals ``[lower, upper]`` of class probabilities.
+
+        Inductive: of ``p(y = c | x, theta)``; given label sets, of the DP
+        posterior ``p(y = c | Y_b, X_b, theta)``. The bounds are the
+        ``(1 - prob) / 2`` and ``(1 + prob) / 2`` quantiles over the posterior
+        draws kept in ``coef_draws_`` (``max_predict_draws`` of them), so they
+        show how far the weights' uncertainty moves each probability;
+        ``predict_proba`` is the mean over the same draws. EM and MAP have one
+        point estimate: the interval collapses to it (lower == upper ==
+        ``predict_proba``).
+        """
+        check_credible_mass(prob)
+        feats = self._check_bags(bags)
+        if label_sets is None:
+            draws = self._draw_proba(feats)
+        else:
+            stacked = np.stack(list(self._draw_posteriors(feats, self._check_sets(feats, label_sets))))
+            draws = split_by_bag(stacked, feats, axis=1)
+        return [equal_tailed_interval(p, prob) for p in draws]
+
+    def predict_uncertainty(self, bags: Bags) -> list[np.ndarray]:
+        """B arrays (n_b, 2): predictive entropy and mutual information (nats).
+
+        Entropy ``H[E_theta p(y | x, theta)]`` is the total uncertainty; the
+        mutual information ``H[E p] - E H[p]`` between the label and the
+        weights is its epistemic part (zero for EM/MAP point estimates).
+        """
+        out = []
+        for p in self._draw_proba(self._check_bags(bags)):
+            mean = p.mean(axis=0)
+            total = -np.sum(mean * np.log(np.clip(mean, 1e-300, None)), axis=-1)
+            aleatoric = -np.sum(p * np.log(np.clip(p, 1e-300, None)), axis=-1).mean(axis=0)
+            out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
+        return out
+
+    # -- persistence -----------------------------------------------------------------
+
+    def _fitted_metadata(self) -> dict[str, Any]:
+        if hasattr(self, "posterior_"):
+            return {}
+        return {
+            "log_posterior_": float(self.log_posterior_),
+            "n_iter_": int(self.n_iter_),
+            "converged_": bool(self.converged_),
+        }
+
+    def _default_name(self) -> str:
+        return f"orlr-{self.method}"
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """As ``_BagClassifier.save``; NUTS/SVI also write ``posterior.nc`` (netCDF)."""
+        folder = super().save(path)
+        if hasattr(self, "posterior_"):
+            self.posterior_.to_netcdf(str(folder / "posterior.nc"))
+        return folder
+
+    def _check_loaded(self, param_file: Path) -> None:
+        """NUTS/SVI: read ``posterior.nc`` beside ``params.npz``; then check the arrays' shapes."""
+        if self.method in ("nuts", "svi"):
+            nc = param_file.parent / "posterior.nc"
+            if not nc.is_file():
+                raise ValueError(f"{nc} is missing: a {self.method} model keeps its posterior there")
+            self._set_posterior(read_posterior(nc))
+            self._diagnostics = None
+        super()._check_loaded(param_file)

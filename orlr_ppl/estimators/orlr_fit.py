@@ -1,0 +1,189 @@
+"""ORLR's fitting back ends: the inference layer's EM, MAP, NUTS and SVI, one call each.
+
+Kept apart from the estimator (``orlr.py``) so that holds the scikit-learn
+surface only. The inference modules are imported inside the functions: NUTS,
+SVI and the posterior file bring NumPyro's samplers and ArviZ, which a model
+that only predicts never needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from ..model.numpyro_model import ModelData
+
+if TYPE_CHECKING:  # ArviZ is heavy: imported only for a fit or a posterior file that needs it
+    import arviz as az
+
+METHODS = ("em", "map", "nuts", "svi")
+DEFAULT_MAX_ITER = {"em": 50, "map": 500}
+"""``ORLR(max_iter=None)``: EM's published budget; L-BFGS takes more, cheaper steps."""
+
+
+class PointFit(NamedTuple):
+    """An EM or MAP point estimate.
+
+    Attributes:
+        coef: (d, C) weights. intercept: (C,) intercepts.
+        log_posterior: the final log posterior. n_iter: iterations run.
+        converged: the stopping rule met ``tol``.
+        history: EM: (n_iter + 1,) log posterior per iteration; MAP: None.
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    log_posterior: float
+    n_iter: int
+    converged: bool
+    history: np.ndarray | None
+
+
+def fit_point(
+    data: ModelData,
+    method: str,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool,
+    max_iter: int,
+    tol: float,
+    m_steps: int,
+) -> PointFit:
+    """EM (``method="em"``, ``m_steps`` gradient steps per M-step) or MAP by L-BFGS."""
+    from ..inference.em import fit_em
+    from ..inference.map import fit_map
+
+    scales = {"prior_scale": prior_scale, "intercept_scale": intercept_scale}
+    if method == "em":
+        res = fit_em(data, **scales, max_iter=max_iter, m_steps=m_steps, tol=tol, fit_intercept=fit_intercept)
+        history = res.history
+    else:
+        res = fit_map(data, **scales, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept)
+        history = None
+    coef, intercept = np.asarray(res.W), np.asarray(res.beta)
+    return PointFit(coef, intercept, res.log_posterior, res.n_iter, res.converged, history)
+
+
+class SamplerSettings(NamedTuple):
+    """ORLR's NUTS and SVI settings: its constructor arguments of the same names."""
+
+    prior_scale: float | None
+    intercept_scale: float | None
+    fit_intercept: bool
+    num_warmup: int
+    num_samples: int
+    num_chains: int
+    max_num_samples: int | None
+    init: str
+    guide: str
+    svi_steps: int
+    learning_rate: float
+    subsample_size: int | None
+    progress_bar: bool
+    random_state: int | None
+
+
+class PosteriorFit(NamedTuple):
+    """A NUTS or SVI posterior.
+
+    Attributes:
+        posterior: the draws, as ``arviz.InferenceData``.
+        losses: SVI: (svi_steps,) the loss (negative ELBO) per step; NUTS: None.
+    """
+
+    posterior: az.InferenceData
+    losses: np.ndarray | None
+
+
+def fit_posterior(data: ModelData, method: str, s: SamplerSettings) -> PosteriorFit:
+    """Sample the posterior with NUTS (``method="nuts"``) or fit an SVI guide and draw from it."""
+    from ..inference.nuts import fit_nuts
+    from ..inference.svi import fit_svi
+
+    common = {
+        "prior_scale": s.prior_scale,
+        "intercept_scale": s.intercept_scale,
+        "fit_intercept": s.fit_intercept,
+        "seed": 0 if s.random_state is None else int(s.random_state),
+        "progress_bar": s.progress_bar,
+    }
+    if method == "nuts":
+        idata = fit_nuts(
+            data,
+            num_warmup=s.num_warmup,
+            num_samples=s.num_samples,
+            num_chains=s.num_chains,
+            max_num_samples=2 * s.num_samples if s.max_num_samples is None else s.max_num_samples,
+            init_values=nuts_start(data, s),
+            **common,
+        )
+        return PosteriorFit(idata, None)
+    res = fit_svi(
+        data,
+        guide=s.guide,
+        num_steps=s.svi_steps,
+        learning_rate=s.learning_rate,
+        subsample_size=s.subsample_size,
+        num_draws=s.num_samples,
+        **common,
+    )
+    return PosteriorFit(res.posterior, res.losses)
+
+
+def nuts_start(data: ModelData, s: SamplerSettings) -> dict[str, np.ndarray] | None:
+    """Raw starting parameters for NUTS: the MAP (``init="map"``) or None (zeros).
+
+    Returns ``W_raw`` (d, C - 1) and, with intercepts, ``beta_raw`` (C - 1,):
+    the MAP in the model's sum-to-zero basis.
+    """
+    if s.init not in ("map", "zeros"):
+        raise ValueError(f"init={s.init!r}: choose 'map' or 'zeros'")
+    if s.init == "zeros":
+        return None
+    from ..inference.map import fit_map
+    from ..model.numpyro_model import sum_to_zero_basis
+
+    # A few hundred L-BFGS steps cost less than the warmup iterations they save.
+    fit = fit_map(data, s.prior_scale, s.intercept_scale, fit_intercept=s.fit_intercept)
+    basis = sum_to_zero_basis(data.n_classes)
+    start = {"W_raw": fit.W @ basis}
+    if s.fit_intercept:
+        start["beta_raw"] = fit.beta @ basis
+    return start
+
+
+class Draws(NamedTuple):
+    """Posterior means and the draws kept for prediction.
+
+    Attributes:
+        coef: (d, C) and intercept: (C,) the posterior means (over all draws).
+        coef_draws: (S, d, C) and intercept_draws: (S, C), S at most the
+            requested number, evenly thinned over all chains' draws.
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    coef_draws: np.ndarray
+    intercept_draws: np.ndarray
+
+
+def thin_draws(idata: az.InferenceData, max_draws: int) -> Draws:
+    """The posterior means of ``W`` and ``beta``, and at most ``max_draws`` evenly spaced draws."""
+    w = np.asarray(idata.posterior["W"]).reshape((-1,) + idata.posterior["W"].shape[2:])
+    b = np.asarray(idata.posterior["beta"]).reshape(w.shape[0], -1)
+    keep = np.unique(np.linspace(0, w.shape[0] - 1, min(max_draws, w.shape[0])).astype(int))
+    return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep])
+
+
+def read_posterior(nc: Path) -> az.InferenceData:
+    """Read a saved ``posterior.nc`` into memory (ValueError naming the file if it cannot be read)."""
+    from ..inference.inference_data import az
+
+    try:
+        # Eager: read into memory and close the file, so the model can be saved over its own folder.
+        with az.rc_context({"data.load": "eager"}):
+            return az.from_netcdf(str(nc))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{nc} is unreadable: {err}") from err

@@ -1,0 +1,161 @@
+"""The package's architecture: layers that import one way, no cycles, a public API a user can type."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "orlr_ppl"
+
+LAYERS = {
+    "dp": set(),
+    "data": {"dp"},
+    "model": {"dp"},
+    "inference": {"dp", "model"},
+    "evaluation": {"dp", "data", "inference"},
+    "estimators": {"dp", "data", "model", "inference", "evaluation"},
+}
+"""What each subpackage may import from the others (itself always)."""
+
+RUNTIME = {"_version", "_host_devices", "compilation_cache"}
+"""Top-level modules below every layer: they import nothing from the package."""
+
+MAX_LINES = 440
+"""~400 lines a module, with a little slack; the CLI's argument tables are the longest."""
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every orlr_ppl module ``path`` imports, at any depth (function-level imports included)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    # Imports only for type hints never run, so they make no cycle.
+    typing_only = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+        for n in ast.walk(block)
+    }
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "orlr_ppl":
+                continue
+            for alias in node.names:  # ``from . import x`` may name a module
+                sub = f"{target}.{alias.name}"
+                out.add(sub if _exists(sub) else target)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "orlr_ppl"}
+    return out - {name}
+
+
+def _exists(module: str) -> bool:
+    rel = Path(*module.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "orlr_ppl"
+
+
+def test_layers_import_only_the_layers_below_them():
+    bad = []
+    for module, deps in _graph().items():
+        layer = _layer(module)
+        for dep in deps:
+            other = _layer(dep)
+            if other == layer or other in RUNTIME:
+                if layer in RUNTIME and other != layer:
+                    bad.append(f"{module} -> {dep}")
+                continue
+            if layer in LAYERS and other not in LAYERS[layer]:
+                bad.append(f"{module} -> {dep}")
+    assert not bad, "imports against the layering:\n" + "\n".join(sorted(bad))
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(path[path.index(dep) :] + [dep]))
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_layering_test_can_fail(tmp_path, monkeypatch):
+    """A lower layer importing a higher one is caught: the check above is not vacuous."""
+    graph = _graph()
+    graph["orlr_ppl.dp.packing"] = graph["orlr_ppl.dp.packing"] | {"orlr_ppl.estimators.orlr"}
+    monkeypatch.setattr(sys.modules[__name__], "_graph", lambda: graph)
+    with pytest.raises(AssertionError, match="dp.packing -> orlr_ppl.estimators.orlr"):
+        test_layers_import_only_the_layers_below_them()
+    graph["orlr_ppl.dp.validation"] = graph["orlr_ppl.dp.validation"] | {"orlr_ppl.dp.packing"}
+    graph["orlr_ppl.dp.packing"] = graph["orlr_ppl.dp.packing"] | {"orlr_ppl.dp.validation"}
+    with pytest.raises(AssertionError, match="import cycles"):
+        test_no_import_cycles()
+
+
+def test_modules_stay_small():
+    long = {
+        _module_name(p): n
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "_frost_words.py" and (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_the_public_api_a_user_types():
+    code = (
+        "from orlr_ppl import ORLR, MIMLData, SIM, SoftmaxRegression, MajorityClass, "
+        "bag_log_likelihood, instance_posteriors\n"
+        "import orlr_ppl as op\n"
+        "assert callable(op.io.read_miml_arff) and callable(op.io.read_bag_csv)\n"
+        "assert callable(op.datasets.load_letter_frost) and callable(op.datasets.make_miml_digits)\n"
+        "assert callable(op.metrics.instance_accuracy)\n"
+        "from orlr_ppl import metrics, plots, datasets\n"
+        "assert isinstance(op.datasets.make_miml_digits(3), MIMLData)\n"
+        "try:\n    op.no_such_thing\nexcept AttributeError as e:\n    assert 'no_such_thing' in str(e)\n"
+    )
+    # A fresh interpreter: the lazy attributes must work from a cold import.
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+@pytest.mark.parametrize("name", ["io", "datasets", "metrics", "plots", "diagnostics", "cross_validation"])
+def test_lazy_modules_are_the_real_ones(name):
+    import orlr_ppl
+
+    assert getattr(orlr_ppl, name) is importlib.import_module(orlr_ppl._MODULES[name])
