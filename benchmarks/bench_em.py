@@ -11,7 +11,7 @@ what the first compiled, if the package compiles once per shape family), and a f
 fold (other bucket shapes). The reference is ``LogisticRegression`` fitted on the same training
 instances with their true labels, timed in the same run.
 
-    python benchmarks/bench_em.py [--uci-path PATH]
+    python benchmarks/bench_em.py [--uci-path PATH] [--compilation-cache DIR]
 
 Runs against whichever ``orlr_ppl`` is importable, so the same script times an older checkout
 (``PYTHONPATH=/path/to/old/checkout``). The last line is
@@ -78,7 +78,12 @@ def _row(name: str, seconds: float, log_post: float, ref: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--uci-path", default=str(SHARED / "letter-recognition.data"))
+    parser.add_argument(
+        "--compilation-cache", metavar="DIR", help="JAX's persistent compilation cache in DIR (default: off)"
+    )
     args = parser.parse_args()
+    if args.compilation_cache:
+        orlr_ppl.enable_compilation_cache(args.compilation_cache)
     print(
         f"machine: {platform.machine()} cpus={os.cpu_count()} jax={jax.__version__} "
         f"orlr_ppl={Path(orlr_ppl.__file__).parent}"

@@ -111,10 +111,12 @@ def _m_step(
         updates, state = opt.update(grad, state, p, value=value, grad=grad, value_fn=loss)
         return optax.apply_updates(p, updates), state, i + 1
 
+    before = loss(params)
     new, opt_state, _ = lax.while_loop(lambda c: c[2] < m_steps, _step, (params, opt_state, jnp.asarray(0)))
-    # A search that runs out of halvings still moves a little; never let that lower Q.
-    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree.leaves(new)]))
-    keep = finite & (loss(new) <= loss(params))
+    # A search that runs out of halvings still moves a little; never let that lower Q. The
+    # search's state holds -Q at the point it accepted, so no evaluation is repeated here.
+    after = optax.tree_utils.tree_get(opt_state, "value")
+    keep = jnp.isfinite(after) & (after <= before)
     return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, params), opt_state
 
 
@@ -182,6 +184,8 @@ def fit_em(
             (C-1,); default zeros (uniform probabilities).
         fit_intercept: learn intercepts (``beta_raw``); else they stay zero.
     """
+    if int(m_steps) < 1 or int(max_iter) < 0:
+        raise ValueError(f"need m_steps >= 1 and max_iter >= 0, got m_steps={m_steps}, max_iter={max_iter}")
     arrays, shape = split_model_data(data)
     d, c = data.n_features, data.n_classes
     dtype = data.buckets[0].features.dtype
