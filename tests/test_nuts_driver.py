@@ -9,7 +9,7 @@ import pytest
 from numpyro.infer import MCMC, NUTS, init_to_value
 from numpyro.infer.util import log_density, log_likelihood
 
-from orlr_ppl.inference import nuts as infer_nuts
+from orlr_ppl.inference import nuts
 from orlr_ppl.inference.diagnostics import mixing_converged
 from orlr_ppl.inference.map import fit_map
 from orlr_ppl.inference.nuts import Chains, NUTSSettings, fit_nuts
@@ -127,7 +127,7 @@ def test_a_second_fit_of_the_same_shapes_compiles_nothing():
     kwargs = {"num_warmup": 5, "num_chains": 2, "chain_method": "sequential"}
     fit_map(first, prior_scale=1.0, max_iter=5)
     fit_nuts(first, prior_scale=1.0, seed=0, num_samples=5, **kwargs)
-    programs = (infer_nuts._advance_one, infer_nuts._start_one, potential_and_grad)
+    programs = (nuts._advance_one, nuts._start_one, potential_and_grad)
     sizes = [f._cache_size() for f in programs]
     start = {k: v * 0.1 for k, v in _params(second).items()}
     fit_map(second, prior_scale=2.0, max_iter=5)

@@ -61,7 +61,7 @@ class ORLR(_BagClassifier):
             closer to the (often infinite) maximum-likelihood weights.
         tol: relative tolerance on the log posterior.
         num_warmup, num_samples, num_chains: NUTS settings (per chain). Chains run in
-            parallel when JAX has a device per chain (see ``orlr_ppl.infer_nuts``).
+            parallel when JAX has a device per chain (see ``orlr_ppl.inference.nuts``).
         max_num_samples: NUTS chains that fail the R-hat or ESS check after
             ``num_samples`` draws go on, a quarter of ``num_samples`` at a time,
             up to this many draws per chain; None: twice ``num_samples``; at
