@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -109,3 +110,35 @@ def test_second_fit_of_the_same_shapes_compiles_nothing(digits):
     rescaled = make_model_data([2.0 * x for x in other.bags], other.label_sets, 10)
     fit_em(rescaled, prior_scale=0.5, max_iter=3, tol=1e-3, m_steps=4)
     assert em._em._cache_size() == before
+
+
+def test_em_falls_back_to_exact_arithmetic_near_underflow():
+    """Starting where a bag's likelihood underflows in probability space, EM continues exactly.
+
+    The loop without the DP's log-space pass stops at the first E-step it cannot resolve, and
+    ``fit_em`` goes on from there with the exact program: the result is the exact EM's.
+    """
+    from orlr_ppl.inference import em
+    from orlr_ppl.model.log_density import prior_scales
+    from orlr_ppl.model.numpyro_model import split_model_data
+
+    rng = np.random.default_rng(0)
+    bags = [np.hstack([np.ones((3, 1)), rng.normal(size=(3, 1))]) for _ in range(12)]
+    sets = [[0, 1] if b % 2 else [0] for b in range(12)]
+    data = make_model_data(bags, sets, 3)
+    # Class 1 is e^-120 less likely than class 0 for every instance: p(Y = {0, 1}) ~ 1e-52, under
+    # float32's range, so the probability-space DP cannot resolve those bags.
+    w = np.array([[60.0, -60.0, 0.0], [0.0, 0.0, 0.0]])  # (d, C): the first feature is always 1
+    init = {"W_raw": (w @ sum_to_zero_basis(3)).astype(np.float32)}
+    fit = fit_em(data, prior_scale=1.0, max_iter=8, tol=0.0, init=init)
+    assert np.all(np.isfinite(fit.history)) and fit.n_iter == 8
+    assert fit.history[0] < -100  # it really started in the underflow range
+    assert np.all(np.diff(fit.history) >= -1e-4 * np.abs(fit.history[1:]))
+
+    arrays, shape = split_model_data(data)
+    params = {"W_raw": jnp.asarray(init["W_raw"]), "beta_raw": jnp.zeros(2, jnp.float32)}
+    args = (arrays, prior_scales(1.0, None), jnp.asarray(0.0), jnp.asarray(10), shape, True)
+    fast = em._em(em._start(params, 8), *args, fallback=False)
+    assert bool(fast.unresolved) and int(fast.n_iter) == 0  # the fast loop stopped at once
+    exact = em._em(em._start(params, 8), *args, fallback=True)
+    np.testing.assert_allclose(fit.history, np.asarray(exact.history), rtol=1e-6)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from .subset_dp import BucketInputs, DPResult, buckets_dp, slot_log_probs, spread_slots
+from .subset_dp import BucketInputs, DPResult, buckets_dp, buckets_dp_unchecked, slot_log_probs, spread_slots
 
 Array = jax.Array
 
@@ -60,7 +60,9 @@ def bucket_log_likelihood(logits: Array, mask: Array, labels: Array, label_mask:
     return buckets_dp([inputs], with_posteriors=False)[0].log_likelihood
 
 
-def buckets_posteriors(buckets: Sequence[tuple[Array, Array, Array, Array]]) -> list[DPResult]:
+def buckets_posteriors(
+    buckets: Sequence[tuple[Array, Array, Array, Array]], fallback: bool = True
+) -> tuple[list[DPResult], Array]:
     """``bucket_posteriors`` of several buckets in one DP call.
 
     The buckets share scans (by length) and one underflow fallback, so the
@@ -70,15 +72,24 @@ def buckets_posteriors(buckets: Sequence[tuple[Array, Array, Array, Array]]) -> 
     Args:
         buckets: per bucket ``(logits, mask, labels, label_mask)`` as
             ``bucket_log_likelihood`` takes them.
+        fallback: rerun bags near underflow in log space (exact). False runs
+            probability space only (``buckets_dp_unchecked``): a smaller
+            program, exact wherever the returned flag is True.
     Returns:
-        Per bucket, ``DPResult`` with (B,) log-likelihoods and (B, N, C) posteriors.
+        Per bucket, ``DPResult`` with (B,) log-likelihoods and (B, N, C)
+        posteriors; and () whether every bag was resolved in probability
+        space (always True with ``fallback``).
     """
     inputs = [_padded_inputs(*b)[1] for b in buckets]
+    if fallback:
+        results, resolved = buckets_dp(inputs, with_posteriors=True), jnp.asarray(True)
+    else:
+        results, resolved = buckets_dp_unchecked(inputs, with_posteriors=True)
     out = []
-    for (logits, _, labels, label_mask), res in zip(buckets, buckets_dp(inputs, with_posteriors=True)):
+    for (logits, _, labels, label_mask), res in zip(buckets, results):
         post = spread_slots(res.posteriors, labels.T, label_mask.T, logits.shape[-1])
         out.append(DPResult(res.log_likelihood, jnp.swapaxes(post, 0, 1)))
-    return out
+    return out, resolved
 
 
 def bucket_posteriors(logits: Array, mask: Array, labels: Array, label_mask: Array) -> DPResult:
@@ -87,7 +98,7 @@ def bucket_posteriors(logits: Array, mask: Array, labels: Array, label_mask: Arr
     Arguments as ``bucket_log_likelihood``. ``posteriors[b, i, c]`` is
     ``p(y_bi = c | Y_b, X_b)``: zero for ``c`` outside ``Y_b`` and on padding.
     """
-    return buckets_posteriors([(logits, mask, labels, label_mask)])[0]
+    return buckets_posteriors([(logits, mask, labels, label_mask)])[0][0]
 
 
 def _bll_fwd(logits: Array, mask: Array, labels: Array, label_mask: Array):

@@ -338,6 +338,23 @@ def _resolved(fast: DPResult, prep: _Prepared) -> Array:
     return fast.log_likelihood - prep.log_norm >= np.log(floor)
 
 
+def _probability_pass(
+    buckets: Sequence[BucketInputs], with_posteriors: bool
+) -> tuple[list[_Prepared], list[list[int]], list[DPResult], dict[int, Array]]:
+    """All buckets in probability space: inputs, scan groups, results, (B_k,) resolved flags per DP bucket."""
+    preps = [_prepare(b) for b in buckets]
+    # One label: every instance must take it; no DP is needed.
+    results: list[DPResult | None] = [
+        DPResult(p.log_norm, (1.0 - p.pad)[:, None, :]) if p.log_q.shape[1] == 1 else None for p in preps
+    ]
+    groups = _scan_groups([p.log_q.shape[0] if r is None else 0 for p, r in zip(preps, results)])
+    for group in groups:
+        for k, res in zip(group, _run(_PROB, [preps[k] for k in group], with_posteriors)):
+            results[k] = res
+    flags = {k: _resolved(results[k], preps[k]) for group in groups for k in group}
+    return preps, groups, results, flags
+
+
 def buckets_dp(buckets: Sequence[BucketInputs], with_posteriors: bool = True) -> list[DPResult]:
     """Exact log-likelihoods and instance posteriors for several buckets.
 
@@ -354,19 +371,9 @@ def buckets_dp(buckets: Sequence[BucketInputs], with_posteriors: bool = True) ->
         ``posteriors`` (N_k, K_k, B_k) (zeros without ``with_posteriors``). A
         bag with more labels than instances gets ``-inf`` and NaN posteriors.
     """
-    preps = [_prepare(b) for b in buckets]
-    # One label: every instance must take it; no DP is needed.
-    results: list[DPResult | None] = [
-        DPResult(p.log_norm, (1.0 - p.pad)[:, None, :]) if p.log_q.shape[1] == 1 else None for p in preps
-    ]
-    groups = _scan_groups([p.log_q.shape[0] if r is None else 0 for p, r in zip(preps, results)])
-    for group in groups:
-        for k, res in zip(group, _run(_PROB, [preps[k] for k in group], with_posteriors)):
-            results[k] = res
-    dp_ids = [k for group in groups for k in group]
-    if not dp_ids:
+    preps, groups, results, flags = _probability_pass(buckets, with_posteriors)
+    if not flags:
         return results
-    flags = {k: _resolved(results[k], preps[k]) for k in dp_ids}
 
     def _robust() -> list[DPResult]:
         out = list(results)
@@ -376,6 +383,22 @@ def buckets_dp(buckets: Sequence[BucketInputs], with_posteriors: bool = True) ->
         return out
 
     return lax.cond(jnp.all(jnp.concatenate(list(flags.values()))), lambda: results, _robust)
+
+
+def buckets_dp_unchecked(
+    buckets: Sequence[BucketInputs], with_posteriors: bool = True
+) -> tuple[list[DPResult], Array]:
+    """``buckets_dp`` in probability space only, and () whether every bag was resolved there.
+
+    Where the flag is False some bag came near underflow and its results are
+    inexact: rerun with ``buckets_dp``. The log-space fallback is about half of
+    the compiled DP, so a loop that runs the DP many times (EM) can compile
+    this one and fall back, outside its loop, only when the flag says so.
+    """
+    _, _, results, flags = _probability_pass(buckets, with_posteriors)
+    if not flags:
+        return results, jnp.asarray(True)
+    return results, jnp.all(jnp.concatenate(list(flags.values())))
 
 
 def _scan_groups(lengths: Sequence[int]) -> list[list[int]]:

@@ -16,7 +16,9 @@ Both ``Q`` and the E-step come from ``orlr_model`` itself
 The whole fit (E-steps, M-steps with their line searches, and the stopping
 test) is one ``lax.while_loop`` in a module-level jitted program, with the data
 as arguments: it compiles once per shape family and makes no host round trip
-until it returns.
+until it returns. The loop runs the DP in probability space only; should an
+E-step come near underflow, the same loop, with the DP's log-space fallback,
+continues from there (see ``_em``).
 """
 
 from __future__ import annotations
@@ -86,6 +88,13 @@ class _State(NamedTuple):
     n_iter: Array  # M-steps taken
     converged: Array
     done: Array
+    unresolved: Array  # stopped at an E-step the probability-space DP could not resolve
+
+
+def _start(params: Params, max_iter: int) -> _State:
+    history = jnp.full((max_iter + 1,), jnp.nan, jax.tree.leaves(params)[0].dtype)
+    no = jnp.asarray(False)
+    return _State(params, _ascent().init(params), history, jnp.asarray(0), no, no, no)
 
 
 def _m_step(
@@ -105,14 +114,17 @@ def _m_step(
 
     opt = _ascent()
 
-    def _step(carry: tuple[Params, optax.OptState, Array]) -> tuple[Params, optax.OptState, Array]:
-        p, state, i = carry
+    def _step(
+        carry: tuple[Params, optax.OptState, Array, Array],
+    ) -> tuple[Params, optax.OptState, Array, Array]:
+        p, state, i, first = carry
         value, grad = jax.value_and_grad(loss)(p)
         updates, state = opt.update(grad, state, p, value=value, grad=grad, value_fn=loss)
-        return optax.apply_updates(p, updates), state, i + 1
+        return optax.apply_updates(p, updates), state, i + 1, jnp.where(i == 0, value, first)
 
-    before = loss(params)
-    new, opt_state, _ = lax.while_loop(lambda c: c[2] < m_steps, _step, (params, opt_state, jnp.asarray(0)))
+    # -Q at the start comes from the first step's own evaluation (m_steps >= 1), not a new one.
+    start = (params, opt_state, jnp.asarray(0), jnp.asarray(jnp.inf, jax.tree.leaves(params)[0].dtype))
+    new, opt_state, _, before = lax.while_loop(lambda c: c[2] < m_steps, _step, start)
     # A search that runs out of halvings still moves a little; never let that lower Q. The
     # search's state holds -Q at the point it accepted, so no evaluation is repeated here.
     after = optax.tree_utils.tree_get(opt_state, "value")
@@ -120,42 +132,47 @@ def _m_step(
     return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, params), opt_state
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "fit_intercept", "max_iter"))
+@functools.partial(jax.jit, static_argnames=("shape", "fit_intercept", "fallback"))
 def _em(
-    params: Params,
+    start: _State,
     arrays: ModelArrays,
     scales: Scales,
     tol: Array,
     m_steps: Array,
     shape: ModelShape,
     fit_intercept: bool,
-    max_iter: int,
+    fallback: bool,
 ) -> _State:
-    """The whole EM: a ``while_loop`` of E-step, stopping test, then M-step.
+    """The whole EM from ``start``: a ``while_loop`` of E-step, stopping test, then M-step.
 
     Each pass runs one E-step on the current parameters; the M-step that
     follows is skipped on the last pass, so the returned parameters are those
-    the last history entry was computed at. The E-step, the costliest program
-    (one DP per bucket), appears once in the loop body.
+    the last history entry was computed at. The E-step, the costliest part
+    (the DP), appears once in the loop body.
+
+    Without ``fallback`` the E-step runs the DP in probability space only,
+    which halves the compiled program; at the first E-step that leaves a bag
+    unresolved (near underflow) the loop stops before using it, with
+    ``unresolved`` set, and ``fit_em`` continues from there with the exact
+    program (``fallback=True``), compiled only for fits that need it.
     """
+    max_iter = start.history.shape[0] - 1
 
     def _pass(s: _State) -> _State:
-        e = e_step(s.params, arrays, scales, shape, fit_intercept)
+        e = e_step(s.params, arrays, scales, shape, fit_intercept, fallback)
         old = s.history[jnp.maximum(s.n_iter - 1, 0)]
         converged = (s.n_iter > 0) & (jnp.abs(e.log_joint - old) <= tol * jnp.maximum(jnp.abs(old), 1.0))
         done = converged | (s.n_iter >= max_iter)
+        stop = done | ~e.resolved  # no M-step after the last E-step, nor after an inexact one
         params, opt_state = lax.cond(
-            done,
+            stop,
             lambda: (s.params, s.opt_state),
             lambda: _m_step(s.params, s.opt_state, e, arrays, scales, m_steps, shape, fit_intercept),
         )
-        history = s.history.at[s.n_iter].set(e.log_joint)
-        return _State(params, opt_state, history, s.n_iter + jnp.where(done, 0, 1), converged, done)
+        history = s.history.at[s.n_iter].set(jnp.where(e.resolved, e.log_joint, jnp.nan))
+        n_iter = s.n_iter + jnp.where(stop, 0, 1)
+        return _State(params, opt_state, history, n_iter, converged & e.resolved, stop, ~e.resolved)
 
-    dtype = jax.tree.leaves(params)[0].dtype
-    history = jnp.full((max_iter + 1,), jnp.nan, dtype)
-    no = jnp.asarray(False)
-    start = _State(params, _ascent().init(params), history, jnp.asarray(0), no, no)
     return lax.while_loop(lambda s: ~s.done, _pass, start)
 
 
@@ -195,16 +212,19 @@ def fit_em(
     for name, value in (init or {}).items():
         if name in params:
             params[name] = jnp.asarray(value, dtype)
-    state = _em(
-        params,
+    args = (
         jax.device_put(arrays),
         prior_scales(prior_scale, intercept_scale, dtype),
         jnp.asarray(tol, dtype),
         jnp.asarray(m_steps),
         shape,
         fit_intercept,
-        int(max_iter),
     )
+    state = _em(_start(params, int(max_iter)), *args, fallback=False)
+    if bool(state.unresolved):  # near underflow: go on, from the same state, in exact arithmetic
+        state = _em(
+            state._replace(done=jnp.asarray(False), unresolved=jnp.asarray(False)), *args, fallback=True
+        )
     n_iter = int(state.n_iter)
     history = np.asarray(state.history[: n_iter + 1], np.float64)
     basis = sum_to_zero_basis(c)

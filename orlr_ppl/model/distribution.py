@@ -149,23 +149,28 @@ class BagLabelSet(Distribution):
             (*batch, N, C), ``p(y_i = c | Y, logits)``: zero off the label set
             and on padded instances.
         """
-        return BagLabelSet.joint_posteriors([(self, value)])[0]
+        return BagLabelSet.joint_posteriors([(self, value)])[0][0]
 
     @staticmethod
-    def joint_posteriors(sites: Sequence[tuple[BagLabelSet, Array]]) -> list[DPResult]:
+    def joint_posteriors(
+        sites: Sequence[tuple[BagLabelSet, Array]], fallback: bool = True
+    ) -> tuple[list[DPResult], Array]:
         """``posteriors`` of several (distribution, value) pairs, e.g. a model's per-bucket sites.
 
         One DP call for all of them: their scans and underflow fallback are
         shared, so a compiled E-step is several times smaller than with one
-        call per site.
+        call per site. Returns the results and () whether every bag was
+        resolved in probability space; with ``fallback=False`` the log-space
+        rerun is left out of the program, and results are exact only where
+        that flag is True (``dp.bucket.buckets_posteriors``).
         """
         flat = [d._flat_inputs(v) for d, v in sites]
-        results = buckets_posteriors([f[1:5] for f in flat])
+        results, resolved = buckets_posteriors([f[1:5] for f in flat], fallback)
         out = []
         for (batch, logits, *_, n_labels), (d, _), res in zip(flat, sites, results):
             ll = jnp.where(n_labels > d.max_labels, jnp.nan, res.log_likelihood)
             out.append(DPResult(ll.reshape(batch), res.posteriors.reshape(batch + logits.shape[1:])))
-        return out
+        return out, resolved
 
     def expected_complete_log_prob(self, responsibilities: Array) -> Array:
         """The M-step's objective: ``sum_i sum_c r_ic log p(y_i = c | logits_i)``, (*batch,).

@@ -79,10 +79,14 @@ class EStep(NamedTuple):
             negative of ``potential``.
         posteriors: per bucket ``k``, (B_k, N_k, C) instance posteriors
             ``p(y_bi = c | Y_b, X_b, theta)``, zero on padding.
+        resolved: () whether the DP resolved every bag in probability space;
+            always True with the log-space fallback, and where False without
+            it, the other fields are inexact.
     """
 
     log_joint: Array
     posteriors: tuple[Array, ...]
+    resolved: Array
 
 
 def _sites(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
@@ -102,13 +106,22 @@ def _log_prior(latent: list[dict]) -> Array:
 
 
 def e_step(
-    params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
+    params: Params,
+    arrays: ModelArrays,
+    scales: Scales,
+    shape: ModelShape,
+    fit_intercept: bool = True,
+    fallback: bool = True,
 ) -> EStep:
-    """Log joint and instance posteriors from the model's ``BagLabelSet`` sites (one DP pass each)."""
+    """Log joint and instance posteriors from the model's ``BagLabelSet`` sites, in one DP call.
+
+    ``fallback=False`` leaves the DP's log-space rerun out of the program (see
+    ``EStep.resolved``).
+    """
     latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
-    results = BagLabelSet.joint_posteriors([(s["fn"], s["value"]) for s in observed])
+    results, resolved = BagLabelSet.joint_posteriors([(s["fn"], s["value"]) for s in observed], fallback)
     log_joint = _log_prior(latent) + sum(jnp.sum(r.log_likelihood) for r in results)
-    return EStep(log_joint, tuple(r.posteriors for r in results))
+    return EStep(log_joint, tuple(r.posteriors for r in results), resolved)
 
 
 def expected_log_joint(
