@@ -13,11 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-Array = jax.Array
+Array = np.ndarray  # host arrays; traced when a jitted function takes a PackedBags
 
 PAD_FACTOR = 2.0
 """Neighbouring instance-count groups inside a label-set size merge while that
@@ -132,18 +130,20 @@ def pack_bags(n_instances: Sequence[int], label_sets: Sequence[np.ndarray] | Non
             labels = np.stack([label_sets[i] for i in ids], axis=1).astype(np.int32).reshape(k, len(ids))
             buckets.append(
                 Bucket(
-                    jnp.asarray(index, dtype=jnp.int32),
-                    jnp.asarray(mask),
-                    jnp.asarray(labels),
-                    jnp.ones(labels.shape, dtype=bool),
-                    jnp.asarray(ids, dtype=jnp.int32),
+                    index.astype(np.int32),
+                    mask,
+                    labels,
+                    np.ones(labels.shape, dtype=bool),
+                    ids.astype(np.int32),
                 )
             )
             n_slots_done += mask.size
             n_rows_done += len(ids)
+    # Host arrays: a jitted function takes them as arguments, and the model's layout reads
+    # them on the host; building device arrays here cost a small compile per bucket and field.
     return PackedBags(
         tuple(buckets),
-        jnp.asarray(instance_slot, dtype=jnp.int32),
-        jnp.asarray(np.repeat(np.arange(len(lengths)), lengths), dtype=jnp.int32),
-        jnp.asarray(bag_slot, dtype=jnp.int32),
+        instance_slot.astype(np.int32),
+        np.repeat(np.arange(len(lengths)), lengths).astype(np.int32),
+        bag_slot.astype(np.int32),
     )

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from numpyro import handlers
 from numpyro.infer.util import log_likelihood, potential_energy
 
@@ -33,9 +34,12 @@ Params = dict[str, Array]
 Scales = tuple[Array | None, Array | None]
 
 
-def prior_scales(prior_scale: float | None, intercept_scale: float | None, dtype=jnp.float32) -> Scales:
-    """The scales as traced 0-d arrays (None stays None)."""
-    return tuple(None if s is None else jnp.asarray(s, dtype) for s in (prior_scale, intercept_scale))
+def prior_scales(prior_scale: float | None, intercept_scale: float | None, dtype=np.float32) -> Scales:
+    """The scales as 0-d arrays, traced when passed to a jitted function (None stays None).
+
+    Host arrays: a device array built here would compile a small program of its own.
+    """
+    return tuple(None if s is None else np.asarray(s, dtype) for s in (prior_scale, intercept_scale))
 
 
 def _model_kwargs(scales: Scales, fit_intercept: bool) -> dict:
