@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from .subset_dp import BucketInputs, DPResult, buckets_dp, buckets_dp_unchecked, slot_log_probs, spread_slots
+from .slots import slot_log_probs, spread_slots
+from .subset_dp import BucketInputs, DPResult, buckets_dp, buckets_dp_unchecked
 
 Array = jax.Array
 

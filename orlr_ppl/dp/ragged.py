@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .packing import PackedBags, pack_bags
-from .subset_dp import BucketInputs, buckets_dp, slot_log_probs, spread_slots
+from .slots import slot_log_probs, spread_slots
+from .subset_dp import BucketInputs, buckets_dp
 from .validation import DEFAULT_MAX_LABELS, check_label_sets, check_logits
 
 Array = jax.Array
