@@ -27,6 +27,33 @@ SMALL_BUCKET_CELLS = 1 << 14
 """Merge groups anyway while a bucket's padded work (cells * K * 2**K) stays
 under this: a separate scan costs more than that much padding."""
 
+CANONICAL_FLOOR = 4
+CANONICAL_FLOOR_WORK = 1 << 16
+"""With canonical shapes, a bucket's bag and instance counts are also raised to
+at least ``CANONICAL_FLOOR`` while its padded work stays under this: a few
+thousand DP cells cost microseconds, a new shape family a compile of seconds."""
+
+
+def canonical_size(n: int) -> int:
+    """The smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (two steps an octave) that is >= n.
+
+    Padding a count up to it costs at most 1.5x, and folds or datasets of
+    similar size land on the same value, so they share compiled programs.
+    """
+    if n <= 4:
+        return max(int(n), 0)
+    top = 1 << (int(n - 1).bit_length() - 1)  # the largest power of two below n
+    return top * 3 // 2 if n <= top * 3 // 2 else 2 * top
+
+
+def _canonical_shape(n_bags: int, width: int, n_slots: int) -> tuple[int, int]:
+    """(bags, instances) of a bucket padded to canonical sizes; see ``CANONICAL_FLOOR_WORK``."""
+    bags, width = canonical_size(n_bags), canonical_size(width)
+    floored = max(bags, CANONICAL_FLOOR), max(width, CANONICAL_FLOOR)
+    if floored[0] * floored[1] * max(n_slots, 1) * 2**n_slots <= CANONICAL_FLOOR_WORK:
+        return floored
+    return bags, width
+
 
 class Bucket(NamedTuple):
     """Bags with one label-set size, padded to one instance count.
@@ -38,8 +65,12 @@ class Bucket(NamedTuple):
             array (0 on padding).
         mask: (N_k, B_k) bool, real instances.
         labels: (K, B_k) int32, each bag's sorted label set.
-        label_mask: (K, B_k) bool, all True (kept for the DP's general form).
-        bag_ids: (B_k,) int32, the bags' positions in the input.
+        label_mask: (K, B_k) bool, real label slots: all True for real bags,
+            all False for padding bags.
+        bag_ids: (R_k,) int32, the input positions of the bucket's first
+            ``R_k <= B_k`` bags. Bags past them are padding (canonical
+            shapes): no instances and an empty label set, so their likelihood
+            is one and their posteriors are zero.
     """
 
     rows: Array
@@ -98,7 +129,9 @@ def _length_groups(lengths: np.ndarray, n_slots: int) -> list[np.ndarray]:
     return merged
 
 
-def pack_bags(n_instances: Sequence[int], label_sets: Sequence[np.ndarray] | None) -> PackedBags:
+def pack_bags(
+    n_instances: Sequence[int], label_sets: Sequence[np.ndarray] | None, canonical: bool = False
+) -> PackedBags:
     """Pack bags for the DP. Instances are rows of one flat array, bag by bag.
 
     Args:
@@ -106,6 +139,10 @@ def pack_bags(n_instances: Sequence[int], label_sets: Sequence[np.ndarray] | Non
         label_sets: (B,) validated label sets (see ``check_label_sets``), or
             None to bucket by instance count alone (for simulation and
             prediction, where labels are unknown; buckets then have K = 0).
+        canonical: pad each bucket's bag and instance counts up to
+            ``canonical_size`` (with padding bags that change no result), so
+            that other folds and datasets of similar shape share compiled
+            programs: for fits whose cost is mostly compiling (EM, MAP).
     """
     lengths = np.asarray(n_instances, dtype=np.int64)
     if label_sets is None:
@@ -120,25 +157,27 @@ def pack_bags(n_instances: Sequence[int], label_sets: Sequence[np.ndarray] | Non
         in_k = np.flatnonzero(sizes == k)
         for group in _length_groups(lengths[in_k], int(k)):
             ids = in_k[group]
-            width = int(lengths[ids].max())
+            width, n_rows = int(lengths[ids].max()), len(ids)
+            if canonical:
+                n_rows, width = _canonical_shape(n_rows, width, int(k))
+            real = np.arange(n_rows) < len(ids)
+            n_real = np.zeros(n_rows, np.int64)
+            n_real[: len(ids)] = lengths[ids]
+            first = np.zeros(n_rows, np.int64)
+            first[: len(ids)] = starts[ids]
             pos = np.arange(width)[:, None]
-            mask = pos < lengths[ids][None, :]
-            index = np.where(mask, starts[ids][None, :] + pos, 0)
+            mask = pos < n_real[None, :]
+            index = np.where(mask, first[None, :] + pos, 0)
             slots = n_slots_done + np.arange(mask.size).reshape(mask.shape)
             instance_slot[index[mask]] = slots[mask]
             bag_slot[ids] = n_rows_done + np.arange(len(ids))
-            labels = np.stack([label_sets[i] for i in ids], axis=1).astype(np.int32).reshape(k, len(ids))
-            buckets.append(
-                Bucket(
-                    index.astype(np.int32),
-                    mask,
-                    labels,
-                    np.ones(labels.shape, dtype=bool),
-                    ids.astype(np.int32),
-                )
-            )
+            labels = np.zeros((int(k), n_rows), np.int32)
+            if k:
+                labels[:, : len(ids)] = np.stack([label_sets[i] for i in ids], axis=1)
+            label_mask = np.broadcast_to(real[None, :], labels.shape).copy()
+            buckets.append(Bucket(index.astype(np.int32), mask, labels, label_mask, ids.astype(np.int32)))
             n_slots_done += mask.size
-            n_rows_done += len(ids)
+            n_rows_done += n_rows
     # Host arrays: a jitted function takes them as arguments, and the model's layout reads
     # them on the host; building device arrays here cost a small compile per bucket and field.
     return PackedBags(

@@ -154,7 +154,10 @@ class ORLR(_BagClassifier):
             raise ValueError(f"got {len(bags)} bags but {len(label_sets)} label sets")
         n_classes = _infer_n_classes(label_sets, n_classes)
         self.training_shape_ = _shape_of(bags)
-        data = make_model_data(bags, label_sets, n_classes, self.max_labels)
+        # Point fits are mostly compiling, so they pad to canonical shapes and other folds
+        # reuse the program; a sampler runs its gradient thousands of times and packs tight.
+        point = self.method in ("em", "map")
+        data = make_model_data(bags, label_sets, n_classes, self.max_labels, canonical_shapes=point)
         if self.method in ("nuts", "svi"):
             self._fit_posterior(data)
         else:

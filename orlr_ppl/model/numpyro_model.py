@@ -59,8 +59,10 @@ class ModelBucket(NamedTuple):
         features: (B_k, N_k, d) instance features (zero on padding).
         mask: (B_k, N_k) bool, real instances.
         label_sets: (B_k, C) int32 multi-hot observed label sets, or None.
-        bag_ids: (B_k,) the bags' positions in the input; None inside a
-            compiled program (``join_model_data``), which never needs them.
+        bag_ids: (R_k,) the input positions of the first ``R_k <= B_k`` bags;
+            the rest are padding (``make_model_data(canonical_shapes=True)``),
+            with no instances and an empty label set. None inside a compiled
+            program (``join_model_data``), which never needs them.
         max_labels: label-set size of the bucket (the DP's K), or the cap
             when labels are unknown.
     """
@@ -91,25 +93,27 @@ class ModelData(NamedTuple):
             samples: ``{"Y_k": (S, B_k, ...)}`` as returned by ``Predictive``
                 or a ``log_likelihood`` computation.
         Returns:
-            (S, B, ...) array in the input bag order.
+            (S, B, ...) array in the input bag order (padding bags dropped).
         """
         parts = [np.asarray(samples[self.site_name(k)]) for k in range(len(self.buckets))]
         out = np.empty(parts[0].shape[:1] + (self.n_bags,) + parts[0].shape[2:], parts[0].dtype)
         for part, bucket in zip(parts, self.buckets):
-            out[:, bucket.bag_ids] = part
+            out[:, bucket.bag_ids] = part[:, : len(bucket.bag_ids)]
         return out
 
 
 class ModelShape(NamedTuple):
     """What a compiled program of ``orlr_model`` depends on besides array shapes (hashable).
 
+    The bag count is left out (the buckets' shapes hold it), so that datasets
+    whose buckets pad to the same canonical shapes share a program.
+
     Attributes:
         max_labels: per bucket, its DP's label-slot count K.
-        n_bags, n_features, n_classes: as ``ModelData``.
+        n_features, n_classes: as ``ModelData``.
     """
 
     max_labels: tuple[int, ...]
-    n_bags: int
     n_features: int
     n_classes: int
 
@@ -126,16 +130,15 @@ def split_model_data(data: ModelData) -> tuple[ModelArrays, ModelShape]:
     for every fit.
     """
     arrays = tuple((b.features, b.mask, b.label_sets) for b in data.buckets)
-    shape = ModelShape(
-        tuple(int(b.max_labels) for b in data.buckets), data.n_bags, data.n_features, data.n_classes
-    )
+    shape = ModelShape(tuple(int(b.max_labels) for b in data.buckets), data.n_features, data.n_classes)
     return arrays, shape
 
 
 def join_model_data(arrays: ModelArrays, shape: ModelShape) -> ModelData:
-    """Inverse of ``split_model_data``, without ``bag_ids`` (None)."""
+    """Inverse of ``split_model_data``, without ``bag_ids`` (None); ``n_bags`` counts padding bags."""
     buckets = tuple(ModelBucket(x, m, y, None, k) for (x, m, y), k in zip(arrays, shape.max_labels))
-    return ModelData(buckets, shape.n_bags, shape.n_features, shape.n_classes)
+    n_bags = sum(int(m.shape[0]) for _, m, _ in arrays)
+    return ModelData(buckets, n_bags, shape.n_features, shape.n_classes)
 
 
 def make_model_data(
@@ -144,6 +147,7 @@ def make_model_data(
     n_classes: int,
     max_labels: int = DEFAULT_MAX_LABELS,
     dtype: type = np.float32,
+    canonical_shapes: bool = False,
 ) -> ModelData:
     """Validate and pack bags for ``orlr_model``.
 
@@ -154,11 +158,15 @@ def make_model_data(
         n_classes: C.
         max_labels: cap on label-set size (the DP holds ``2**K`` states).
         dtype: float dtype of the packed features.
+        canonical_shapes: pad the buckets to canonical sizes
+            (``dp.packing.canonical_size``) with bags that change no result,
+            so that fits on other folds or datasets of similar shape reuse
+            compiled programs; worth it where compiling dominates (EM, MAP).
     """
     feats = check_features(bags)
     n_inst = [x.shape[0] for x in feats]
     sets = None if label_sets is None else check_label_sets(label_sets, n_inst, n_classes, max_labels)
-    packed = pack_bags(n_inst, sets)
+    packed = pack_bags(n_inst, sets, canonical=canonical_shapes)
     flat = np.concatenate(feats).astype(dtype)
     buckets = []
     for bucket in packed.buckets:
@@ -168,7 +176,7 @@ def make_model_data(
         obs = None
         if sets is not None:
             obs = np.zeros((mask.shape[0], n_classes), np.int32)
-            obs[np.arange(mask.shape[0])[None, :], labels] = 1
+            obs[np.arange(mask.shape[0])[None, :], labels] = np.asarray(bucket.label_mask)
         k = labels.shape[0] if sets is not None else min(max_labels, n_classes)
         buckets.append(ModelBucket(x, mask, obs, np.asarray(bucket.bag_ids), k))
     return ModelData(tuple(buckets), len(feats), flat.shape[1], n_classes)

@@ -1,0 +1,147 @@
+"""Canonical bucket shapes: padding bags change no result, and similar datasets share a compile."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import DTYPES, TOL, precision
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import brute_force
+
+from orlr_ppl.dp.packing import CANONICAL_FLOOR_WORK, canonical_size, pack_bags
+from orlr_ppl.dp.ragged import packed_log_likelihood, packed_posteriors
+from orlr_ppl.model.log_density import e_step, potential_and_grad, prior_scales
+from orlr_ppl.model.numpyro_model import make_model_data, split_model_data
+
+
+def test_canonical_sizes_are_a_coarse_grid_within_1_5x():
+    sizes = [canonical_size(n) for n in range(1, 3000)]
+    assert sorted(set(sizes))[:10] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+    assert all(n <= s for n, s in zip(range(1, 3000), sizes))
+    assert all(s <= 1.5 * n for n, s in zip(range(5, 3000), sizes[4:]))
+    assert np.all(np.diff(sizes) >= 0)
+    assert len(set(sizes)) == 23  # two an octave: a compile per family, not per dataset
+
+
+STRUCTURES = (
+    ((3,), (2,)),  # one bag: padded to four
+    ((1, 2, 5, 4, 3, 7, 2), (1, 1, 2, 3, 2, 3, 1)),  # three label-set sizes, mixed lengths
+    ((2, 3) * 7, (2,) * 14),  # 14 bags: 16 rows
+)
+"""(lengths, label-set sizes) of the bag collections: fixed, so the test compiles a few programs."""
+N_CLASSES = 5
+
+
+@st.composite
+def bag_collections(draw):
+    """One of ``STRUCTURES`` with drawn label sets and logits."""
+    lengths, sizes = draw(st.sampled_from(STRUCTURES))
+    sets = [np.sort(np.asarray(draw(st.permutations(range(N_CLASSES)))[:k], np.int32)) for k in sizes]
+    values = st.floats(-5.0, 5.0, allow_nan=False, width=32)
+    total = sum(lengths) * N_CLASSES
+    logits = np.array(draw(st.lists(values, min_size=total, max_size=total))).reshape(-1, N_CLASSES)
+    return list(lengths), sets, logits
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@settings(max_examples=40, deadline=None)
+@given(case=bag_collections())
+def test_padding_bags_change_no_likelihood_posterior_or_gradient(dtype, case):
+    lengths, sets, logits = case
+    tight, padded = pack_bags(lengths, sets), pack_bags(lengths, sets, canonical=True)
+    assert sum(b.mask.shape[1] for b in padded.buckets) >= len(lengths)
+    with precision(dtype):
+        z = jnp.asarray(logits, dtype)
+        lls, posts, grads = [], [], []
+        for packed in (tight, padded):
+            lls.append(np.asarray(packed_log_likelihood(z, packed), np.float64))
+            posts.append(np.asarray(packed_posteriors(z, packed)[1], np.float64))
+            grads.append(np.asarray(jax.grad(lambda x, p=packed: packed_log_likelihood(x, p).sum())(z)))
+    tol = TOL[dtype]
+    np.testing.assert_allclose(lls[1], lls[0], rtol=tol, atol=tol)
+    np.testing.assert_allclose(posts[1], posts[0], atol=tol)
+    np.testing.assert_allclose(grads[1], grads[0], atol=tol)
+    # ... and both are the exact values, bag by bag.
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for b, labels in enumerate(sets):
+        ref_ll, ref_post = brute_force(logits[starts[b] : starts[b + 1]], labels)
+        assert lls[1][b] == pytest.approx(ref_ll, rel=tol, abs=tol)
+        np.testing.assert_allclose(posts[1][starts[b] : starts[b + 1]], ref_post, atol=tol)
+
+
+def test_padded_buckets_hold_real_bags_first_and_empty_padding():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 9, 37)
+    sets = [np.sort(rng.choice(6, min(n, int(rng.integers(1, 4))), replace=False)) for n in lengths]
+    packed = pack_bags(lengths, sets, canonical=True)
+    seen = []
+    for b in packed.buckets:
+        n_real = len(b.bag_ids)
+        width, n_rows = b.mask.shape
+        assert n_rows == canonical_size(n_rows) and width == canonical_size(width)
+        assert n_rows >= n_real and not b.mask[:, n_real:].any() and not b.label_mask[:, n_real:].any()
+        assert b.label_mask[:, :n_real].all()
+        seen.extend(b.bag_ids.tolist())
+    assert sorted(seen) == list(range(37))  # every bag once: nothing dropped, nothing doubled
+    # The floor of four bags applies only where the padded work stays small.
+    big = pack_bags([11], [np.arange(10)], canonical=True).buckets[0]
+    assert big.mask.shape == (12, 1) and 4 * 12 * 10 * 2**10 > CANONICAL_FLOOR_WORK
+
+
+def test_model_data_padding_changes_no_potential_gradient_or_e_step():
+    rng = np.random.default_rng(1)
+    bags = [rng.normal(size=(int(n), 5)) for n in rng.integers(1, 6, 45)]
+    sets = [rng.choice(7, min(len(x), int(rng.integers(1, 3))), replace=False) for x in bags]
+    params = {"W_raw": rng.normal(size=(5, 6)), "beta_raw": rng.normal(size=6)}
+    with jax.enable_x64(True):
+        scales = prior_scales(1.0, 5.0, np.float64)
+        out = []
+        for canonical in (False, True):
+            data = make_model_data(bags, sets, 7, dtype=np.float64, canonical_shapes=canonical)
+            arrays, shape = split_model_data(data)
+            value, grad = potential_and_grad(params, arrays, scales, shape, True)
+            e = e_step(params, arrays, scales, shape)
+            post = {}
+            for bucket, p in zip(data.buckets, e.posteriors):
+                for row, bag in enumerate(bucket.bag_ids):
+                    post[int(bag)] = np.asarray(p[row, : len(bags[bag])])
+                assert np.all(np.asarray(p[len(bucket.bag_ids) :]) == 0.0)  # padding takes nothing
+            out.append((float(value), grad, float(e.log_joint), post, data))
+    (v0, g0, lj0, p0, tight), (v1, g1, lj1, p1, padded) = out
+    assert sum(b.mask.shape[0] for b in padded.buckets) > 45  # it really padded
+    assert v1 == pytest.approx(v0, rel=1e-12) and lj1 == pytest.approx(lj0, rel=1e-12)
+    for k in g0:
+        np.testing.assert_allclose(g1[k], g0[k], rtol=1e-10, atol=1e-12)
+    for b in range(45):
+        np.testing.assert_allclose(p1[b], p0[b], atol=1e-12)
+    for data in (tight, padded):
+        # Each row's value is its bag's id (-1 on padding): merging must put every bag in place.
+        sites = {}
+        for k, bucket in enumerate(data.buckets):
+            value = np.full((1, bucket.mask.shape[0]), -1)
+            value[0, : len(bucket.bag_ids)] = bucket.bag_ids
+            sites[data.site_name(k)] = value
+        np.testing.assert_array_equal(data.merge_sites(sites), np.arange(45)[None])
+
+
+def test_folds_of_similar_size_share_one_compiled_em():
+    """Two datasets with other bag counts and lengths, on the same canonical shapes: one compile."""
+    from orlr_ppl.inference import em
+
+    def dataset(seed: int, n_bags: int):
+        rng = np.random.default_rng(seed)
+        bags = [rng.normal(size=(int(n), 4)) for n in rng.integers(2, 6, n_bags)]
+        sets = [np.sort(rng.choice(5, 2, replace=False)) for _ in bags]
+        return make_model_data(bags, sets, 5, canonical_shapes=True)
+
+    first, second = dataset(0, 41), dataset(1, 45)  # 41 and 45 bags both pad to 48
+    assert [b.mask.shape for b in first.buckets] == [b.mask.shape for b in second.buckets]
+    em.fit_em(first, prior_scale=1.0, max_iter=3)
+    before = em._em._cache_size()
+    em.fit_em(second, prior_scale=1.0, max_iter=3)
+    assert em._em._cache_size() == before
+    tight = make_model_data([np.ones((3, 4))] * 45, [[0, 1]] * 45, 5)
+    assert tight.buckets[0].mask.shape[0] == 45  # without canonical shapes, no padding
