@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orlr_ppl.cli import _compared_models, build_parser, main
+from orlr_ppl.cli import build_parser, main
+from orlr_ppl.cli.compare import compared_models
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.data.io import read_bag_npz
 
@@ -71,9 +72,9 @@ def test_fit_predict_evaluate_from_files(tmp_path, capsys):
         == 0
     )
     rows = (tmp_path / "p.csv").read_text().splitlines()
-    assert rows[0].startswith("bag,instance,label,p0") and len(rows) - 1 == len(
-        np.load(tmp_path / "test.npz")["bag_ids"]
-    )
+    assert rows[0] == "bag_id,instance,label," + ",".join(f"p({c})" for c in range(10))
+    assert len(rows) - 1 == len(np.load(tmp_path / "test.npz")["bag_ids"])
+    assert rows[1].startswith("100,0,")  # the archive's own bag ids
     capsys.readouterr()
     assert main(["evaluate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -138,7 +139,7 @@ def test_evaluate_comparison_errors(capsys, tmp_path):
 
 def test_compared_models_are_configured_as_published():
     args = build_parser().parse_args(["evaluate", "--dataset", "letter-frost", "--num-samples", "7"])
-    models = {name: make() for name, make in _compared_models(args).items()}
+    models = {name: make() for name, make in compared_models(args).items()}
     assert list(models) == ["ORLR-EM", "ORLR-NUTS", "SoftmaxRegression", "MajorityClass", "SIM"]
     em = models["ORLR-EM"].get_params()
     assert (em["method"], em["max_iter"], em["m_steps"]) == ("em", 50, 1)
@@ -171,3 +172,165 @@ def test_fit_nuts_prints_convergence_summary_and_warning_lines(tmp_path, capsys)
     assert warned
     assert any("bulk ESS below 400" in line and "(worst: " in line for line in warned)
     assert "ConvergenceWarning" not in err  # reported as lines, not as a Python warning
+
+
+# -- the user's path (issue 10) -------------------------------------------------------------------
+
+HJA = _SHARED / "hja"
+
+
+def _write_arff(path: Path, data) -> None:
+    """``data`` as a MIML relational ARFF with a Mulan XML beside it (same stem)."""
+    d = data.n_features
+    lines = ["@relation digits", f"@attribute id {{{','.join(f'b{i}' for i in range(data.n_bags))}}}"]
+    lines += ["@attribute bag relational", *[f"  @attribute f{j} numeric" for j in range(d)], "@end bag"]
+    lines += [f"@attribute digit{c} {{0,1}}" for c in range(data.n_classes)]
+    lines.append("@data")
+    for i, (x, s) in enumerate(zip(data.bags, data.label_sets)):
+        bag = "\\n".join(",".join(f"{v:g}" for v in row) for row in x)
+        lines.append(f"b{i},'{bag}'," + ",".join("1" if c in s else "0" for c in range(data.n_classes)))
+    path.write_text("\n".join(lines) + "\n")
+    labels = "".join(f'<label name="digit{c}"/>' for c in range(data.n_classes))
+    path.with_suffix(".xml").write_text(
+        f'<labels xmlns="http://mulan.sourceforge.net/labels">{labels}</labels>'
+    )
+
+
+def test_version_and_every_option_explained(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("orlr-ppl ")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, p in sub.choices.items():
+        text = p.format_help()
+        for action in p._actions:
+            assert action.help, f"{name} {action.option_strings}: no help text"
+            if action.option_strings and action.default not in (None, False) and action.nargs != 0:
+                shown = f"(default:{action.default})".replace(" ", "") in "".join(text.split())
+                assert shown or "default" in action.help, (name, action.option_strings)
+
+
+def test_arff_file_fit_predict_evaluate_info(tmp_path, capsys):
+    train = make_miml_digits(40, seed=0, split="train")
+    _write_arff(tmp_path / "train.arff", train)
+    model = tmp_path / "model"
+    assert main(["fit", "--data", str(tmp_path / "train.arff"), "--method", "map", "--out", str(model)]) == 0
+    assert json.loads((model / "metadata.json").read_text())["class_names"][:2] == ["digit0", "digit1"]
+    capsys.readouterr()
+    assert main(["predict", "--model", str(model), "--data", str(tmp_path / "train.arff")]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].startswith("bag_id,instance,label,p(digit0),p(digit1)")
+    assert rows[1].startswith("b0,0,digit") and len(rows) - 1 == train.n_instances
+    assert main(["evaluate", "--model", str(model), "--data", str(tmp_path / "train.arff"), "--json"]) == 0
+    assert 0 <= json.loads(capsys.readouterr().out)["ranking_loss"] <= 1
+    assert main(["info", str(tmp_path / "train.arff")]) == 0
+    out = capsys.readouterr().out
+    assert "40 bags" in out and str(train.n_instances) in out
+
+
+@pytest.mark.skipif(not HJA.is_dir(), reason="needs ../shared/data/hja")
+def test_published_hja_folder_fit_predict_evaluate_info(tmp_path, capsys):
+    model = tmp_path / "hja"
+    args = ["fit", "--data", str(HJA), "--method", "em", "--max-iter", "3", "--out", str(model), "--quiet"]
+    assert main(args) == 0
+    assert "548 bags (10232 instances)" in capsys.readouterr().out
+    names = json.loads((model / "metadata.json").read_text())["class_names"]
+    assert len(names) == 13 and names[0] == "BRCR - Brown Creeper"
+    features = str(HJA / "hja_birdsong_features.txt")  # one file names the whole set
+    assert main(["predict", "--model", str(model), "--data", features, "--out", str(tmp_path / "p.csv")]) == 0
+    rows = (tmp_path / "p.csv").read_text().splitlines()
+    assert len(rows) == 10232 + 1 and rows[0].split(",")[3] == "p(BRCR - Brown Creeper)"
+    assert rows[1].split(",")[0] == "1"  # the published bag id
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(model), "--data", str(HJA), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert 0 <= result["instance_accuracy_inductive"] <= 1  # over the 4,998 labelled segments
+    assert main(["info", str(HJA)]) == 0
+    out = capsys.readouterr().out
+    assert "548 bags" in out and "10232 instances" in out and "5234" in out
+
+
+def test_saving_over_a_model_needs_force(tmp_path, capsys):
+    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train"))
+    args = ["fit", "--data", str(tmp_path / "d.npz"), "--method", "map", "--out", str(tmp_path / "m")]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(args + ["--force"]) == 0
+
+
+def test_n_bags_means_what_it_says_and_empty_methods_is_an_error(tmp_path, capsys):
+    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train"))
+    model = str(tmp_path / "m")
+    assert main(["fit", "--data", str(tmp_path / "d.npz"), "--method", "map", "--out", model]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", model, "--dataset", "digits", "--n-bags", "6"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert len({r.split(",")[0] for r in rows}) == 6
+    assert main(["evaluate", "--dataset", "digits", "--methods", "", "--quiet"]) == 2
+    assert "--methods is empty" in capsys.readouterr().err
+
+
+def test_paths_and_formats_are_explained(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["info", "missing/data.arff"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "missing" / "data.arff") in err and "current directory" in err
+    assert len(err.strip().splitlines()) == 1
+    (tmp_path / "data.txt").write_text("1,2,3\n")
+    assert main(["info", "data.txt"]) == 2
+    assert "unknown data format" in capsys.readouterr().err
+    monkeypatch.setenv("ORLR_PPL_DATA", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(
+        "orlr_ppl.cli.sources.shared_data_candidates", lambda name: [tmp_path / "nowhere" / name]
+    )
+    assert main(["evaluate", "--dataset", "letter-frost", "--methods", "softmax", "--quiet"]) == 2
+    assert str(tmp_path / "nowhere" / "letter-recognition.data") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "list", "nan"])
+def test_corrupt_models_exit_2_with_one_line(tmp_path, capsys, damage):
+    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train"))
+    model = tmp_path / "m"
+    assert main(["fit", "--data", str(tmp_path / "d.npz"), "--method", "map", "--out", str(model)]) == 0
+    params, meta = model / "params.npz", model / "metadata.json"
+    if damage == "truncate":
+        params.write_bytes(params.read_bytes()[: params.stat().st_size // 2])
+    elif damage == "empty":
+        params.write_bytes(b"")
+    elif damage == "list":
+        meta.write_text("[1, 2]")
+    else:
+        arrays = dict(np.load(params))
+        arrays["coef_"] = np.full_like(arrays["coef_"], np.nan)
+        np.savez(params, **arrays)
+    capsys.readouterr()
+    assert main(["predict", "--model", str(model), "--data", str(tmp_path / "d.npz")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert ("metadata.json" if damage == "list" else "params.npz") in err
+
+
+def test_prior_scale_zero_means_no_prior(tmp_path, capsys):
+    args = ["demo", "--n-bags", "20", "--num-warmup", "20", "--num-samples", "20", "--num-chains", "1"]
+    assert main(args + ["--prior-scale", "0", "--quiet", "--out", str(tmp_path / "demo")]) == 0
+    em = json.loads((tmp_path / "demo" / "em" / "metadata.json").read_text())
+    assert em["params"]["prior_scale"] is None
+
+
+@pytest.mark.skipif(not HJA.is_dir(), reason="needs ../shared/data/hja")
+def test_hja_comparison_names_the_bags_it_cannot_fit(capsys):
+    args = ["evaluate", "--dataset", "hja", "--hja-path", str(HJA), "--version", "original", "--folds", "2"]
+    args += ["--methods", "majority", "--quiet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "219" in err and "--drop-impossible" in err
+    assert main(args + ["--drop-impossible"]) == 0
+    out, err = capsys.readouterr()
+    assert "left out 1 bag(s) the union model cannot explain: ['219']" in err
+    assert "547 bags, 4996 instances" in out
+    assert "published inductive accuracy (%): ORLR-EM 69.1 ± 4.7" in out
+    union = args[:6] + ["union"] + args[7:]
+    assert main(union) == 0
+    assert "ORLR-EM 72.3 ± 3.8" in capsys.readouterr().out

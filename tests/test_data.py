@@ -100,11 +100,17 @@ def test_validate_reports_every_union_violation_and_drop_is_explicit():
         (2, "instance_label_outside"),
         (4, "instance_label_outside"),
     ]
+    # Impossible (likelihood zero) are bags 0 and 2; bags 1 and 4 only disagree with their
+    # evaluation-only instance labels, which fitting never sees: reported, not refused.
     clean, dropped = d.drop_impossible()
-    assert dropped == [0, 1, 2, 4]
-    assert clean.n_bags == 1 and clean.bag_ids == [3] and clean.validate() == []
+    assert dropped == [0, 2] == d.impossible_bags()
+    assert clean.n_bags == 3 and clean.bag_ids == [1, 3, 4]
+    assert [(p.index, p.kind) for p in clean.validate()] == [
+        (0, "label_without_instance"),
+        (2, "instance_label_outside"),
+    ]
     assert d.n_bags == 5  # the original is untouched
-    with pytest.raises(ValueError, match=r"4 bag\(s\) break the union assumption \(indices \[0, 1, 2, 4\]\)"):
+    with pytest.raises(ValueError, match=r"2 bag\(s\) break the union assumption \(indices \[0, 2\]\)"):
         ORLR().fit(d)
     # Without instance labels only the zero-likelihood bags are visible; the error lists both.
     blind = MIMLData(bags, sets, n_classes=3)

@@ -57,7 +57,9 @@ def test_fit_predict_shapes_and_semantics(fitted, data):
 
 def test_em_and_map_estimators_agree(data):
     train, test = data
-    em = ORLR(method="em", max_iter=300, tol=1e-9).fit(train.bags, train.label_sets)
+    # m_steps=30: on standardised digits (rare pixels become large values) EM's float32 log posterior
+    # stops changing short of the optimum with 10 steps per M-step; 30 take it there.
+    em = ORLR(method="em", max_iter=300, tol=1e-9, m_steps=30).fit(train.bags, train.label_sets)
     mp = ORLR(method="map").fit(train.bags, train.label_sets)
     assert em.log_posterior_ == pytest.approx(mp.log_posterior_, rel=1e-3)
     agree = np.mean(np.concatenate(em.predict(test.bags)) == np.concatenate(mp.predict(test.bags)))

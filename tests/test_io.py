@@ -330,7 +330,6 @@ FEATURE_CASES = {
     "empty value": ({4: "11,,-1.0"}, 4, "field 2 '' is not a number"),
     "nan": ({7: "13,nan,8"}, 7, "field 2 'nan' is not a finite number"),
     "empty bag id": ({6: ",0.5,0.6"}, 6, "the bag id is empty"),
-    "header of the wrong width": ({1: "bag_id,f1"}, 1, "the header has 2 fields, the rows 3"),
 }
 LABEL_CASES = {
     "non-integer label": ({3: "11,1.5"}, 3, "field 2 '1.5' is not an integer class index"),
@@ -495,9 +494,9 @@ NPZ_ARCHIVES = {
         {"features": NPZ_X, "bag_ids": NPZ_IDS, "instance_labels": NPZ_INST + 0.5},
         "array 'instance_labels' must hold integer class indices",
     ),
-    "negative instance label": (
-        {"features": NPZ_X, "bag_ids": NPZ_IDS, "instance_labels": NPZ_INST - 1},
-        "array 'instance_labels' holds a negative class -1",
+    "instance label below -1": (
+        {"features": NPZ_X, "bag_ids": NPZ_IDS, "instance_labels": NPZ_INST - 2},
+        "array 'instance_labels' holds class -2: use class indices >= 0, or -1 for an unlabelled",
     ),
     "instance label beyond bag labels": (
         {"features": NPZ_X, "bag_ids": NPZ_IDS, "bag_labels": NPZ_Y, "instance_labels": NPZ_INST + 3},
@@ -530,3 +529,12 @@ def test_npz_unreadable_files_name_the_file(tmp_path, write, fragment):
     write(path)
     expect_error(path, None, fragment, read_bag_npz, path)
     expect_error(tmp_path / "none.npz", None, "no such file", read_bag_npz, tmp_path / "none.npz")
+
+
+def test_npz_keeps_unlabelled_instances(tmp_path):
+    inst = np.where(NPZ_INST == 2, -1, NPZ_INST)
+    np.savez(tmp_path / "u.npz", features=NPZ_X, bag_ids=NPZ_IDS, instance_labels=inst)
+    data = read_bag_npz(tmp_path / "u.npz")
+    for bag, labels in zip(data.bag_ids, data.instance_labels):  # grouped by bag, in row order
+        np.testing.assert_array_equal(labels, inst[NPZ_IDS == bag])
+    assert sum(int((y == -1).sum()) for y in data.instance_labels) == 3

@@ -137,3 +137,20 @@ def test_interval_plot_draws_mean_and_interval_per_instance_and_class():
     assert interval_plot((pi.mean, pi.interval), ax=given) is given
     with pytest.raises(ValueError, match=r"interval \(n, C, 2\)"):
         interval_plot((pi.mean, pi.interval[..., 0]))
+
+
+def test_reliability_table_leaves_out_unlabelled_instances_as_the_ece_does():
+    rng = np.random.default_rng(3)
+    proba = [rng.dirichlet(np.ones(4), size=n) for n in (5, 3, 6)]
+    labels = [rng.integers(0, 4, len(p)) for p in proba]
+    hidden = [np.where(rng.random(len(y)) < 0.4, -1, y) for y in labels]
+    keep = [y != -1 for y in hidden]
+    table = reliability_table(hidden, proba, n_bins=5)
+    alone = reliability_table([y[k] for y, k in zip(labels, keep)], [p[k] for p, k in zip(proba, keep)], 5)
+    assert table["count"].sum() == sum(k.sum() for k in keep) < sum(len(y) for y in labels)
+    assert table.equals(alone)
+    ece = metrics.expected_calibration_error(hidden, proba, n_bins=5)
+    n = table["count"].sum()
+    filled = table[table["count"] > 0]
+    gap = (filled["count"] / n * (filled["accuracy"] - filled["mean_confidence"]).abs()).sum()
+    assert gap == pytest.approx(ece)

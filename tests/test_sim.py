@@ -255,12 +255,11 @@ def test_best_iterate_is_kept_and_beats_the_mean_instance_start(fitted, digits):
     assert path[0] == pytest.approx(1.0)
     assert fitted.objective_ == path.min()
     assert fitted.objective_ < 0.5 * path[0]
-    # objective_ is the true objective of the returned weights (recomputed in float64).
+    # objective_ is the true objective of the returned weights (recomputed in float64),
+    # on the standardised features (standardize=True) scaled the authors' way.
+    scaling = Scaling(fitted.scale_min_, fitted.scale_range_, fitted.center_, fitted.norm_)
     x, mask = pad_bags(
-        [
-            Scaling(fitted.scale_min_, fitted.scale_range_, fitted.center_, fitted.norm_).transform(b)
-            for b in train.bags
-        ]
+        [scaling.transform((b - fitted.feature_mean_) / fitted.feature_scale_) for b in train.bags]
     )
     y = np.zeros((len(x), 10), int)
     for b, s in enumerate(train.label_sets):
@@ -316,7 +315,10 @@ def test_transductive_predictions_respect_label_sets(fitted, digits):
 
 def test_scaling_uses_training_statistics_only(fitted, digits):
     train, _ = digits
-    flat = np.concatenate(train.bags)
+    raw = np.concatenate(train.bags)
+    # The authors' scaling acts on the standardised features (standardize=True, the default).
+    np.testing.assert_allclose(fitted.feature_mean_, raw.mean(axis=0), atol=1e-12)
+    flat = (raw - fitted.feature_mean_) / fitted.feature_scale_
     np.testing.assert_array_equal(fitted.scale_min_, flat.min(axis=0))
     np.testing.assert_array_equal(fitted.scale_range_, flat.max(axis=0) - flat.min(axis=0))
     const = fitted.scale_range_ == 0
@@ -327,7 +329,8 @@ def test_scaling_uses_training_statistics_only(fitted, digits):
     # A new bag, outside the training range and lighting up constant pixels, uses the stored statistics.
     rng = np.random.default_rng(9)
     new = rng.uniform(-1.0, 2.0, size=(4, 64))
-    z = np.where(const, 0.0, (new - fitted.scale_min_) / np.where(const, 1, fitted.scale_range_))
+    std = (new - fitted.feature_mean_) / fitted.feature_scale_
+    z = np.where(const, 0.0, (std - fitted.scale_min_) / np.where(const, 1, fitted.scale_range_))
     expected = (z - fitted.center_) / fitted.norm_ @ fitted.coef_
     np.testing.assert_allclose(fitted.decision_function([new])[0], expected, rtol=1e-12)
     # Scores of a bag do not depend on which other bags are predicted with it.
@@ -364,6 +367,7 @@ def test_sklearn_conventions_and_mimldata(digits):
         "n_classes": None,
         "max_labels": 16,
         "random_state": 3,
+        "standardize": True,
     }
     twin = clone(est)
     assert twin.get_params() == params and twin is not est

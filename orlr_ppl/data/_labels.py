@@ -24,6 +24,18 @@ def bag_name(b: int, ids: Sequence[Hashable]) -> str:
 
 def label_list(raw: Any, b: int, ids: Sequence[Hashable]) -> list[int]:
     """Bag ``b``'s label set as a sorted list of non-negative class indices."""
+    if isinstance(raw, np.ndarray):
+        names = raw.dtype.kind in "US"
+    elif isinstance(raw, (str, bytes)):
+        names = False  # parse_label_set says a set must be an iterable of labels
+    else:
+        raw = list(raw)  # an iterator would be spent by the check
+        names = any(isinstance(v, (str, bytes)) for v in raw)
+    if names:
+        raise ValueError(
+            f"bag {bag_name(b, ids)} has labels {list(raw)[:5]} that are names, not class indices: build "
+            "with MIMLData.from_arrays(..., class_names=[...]) to map names to indices"
+        )
     arr = parse_label_set(raw, bag_name(b, ids))
     if arr.size and arr[0] < 0:
         raise ValueError(f"bag {bag_name(b, ids)} has a negative label {int(arr[0])}")
@@ -53,8 +65,18 @@ def plain(v: Any) -> Hashable:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def encode(labels: Iterable[Any], class_names: Sequence[str] | None, what: str) -> np.ndarray:
-    """Class indices (int64) from indices or, given ``class_names``, names; ``what`` names them in errors."""
+UNLABELLED = -1
+"""The instance label of an unlabelled instance (kept by ``MIMLData``, skipped by the metrics)."""
+
+
+def encode(
+    labels: Iterable[Any], class_names: Sequence[str] | None, what: str, unlabelled: bool = False
+) -> np.ndarray:
+    """Class indices (int64) from indices or, given ``class_names``, names; ``what`` names them in errors.
+
+    With ``unlabelled`` (instance labels), -1 (or "-1", unless that is a
+    class name) stays -1: an unlabelled instance. Ranges are the caller's.
+    """
     arr = np.asarray(list(labels) if not isinstance(labels, np.ndarray) else labels)
     if arr.size == 0:
         return arr.astype(np.int64)
@@ -62,13 +84,21 @@ def encode(labels: Iterable[Any], class_names: Sequence[str] | None, what: str) 
         return arr.astype(np.int64)
     if class_names is not None:
         index = {str(c): k for k, c in enumerate(class_names)}
+        if unlabelled:
+            index.setdefault(str(UNLABELLED), UNLABELLED)
         unknown = sorted({str(v) for v in arr.tolist()} - index.keys())
         if unknown:
-            raise ValueError(f"{what} {unknown} are not among class_names")
+            raise ValueError(
+                f"{what} {unknown[:10]} are not among class_names {list(class_names)[:20]}: pass "
+                "class_names holding every label (or give every label as a class index)"
+            )
         return np.array([index[str(v)] for v in arr.tolist()], dtype=np.int64)
     if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
         return arr.astype(np.int64)
-    raise ValueError(f"{what} {arr.tolist()[:5]} are not class indices: pass class_names to map names")
+    raise ValueError(
+        f"{what} {arr.tolist()[:5]} are not class indices: pass class_names (a list of every class "
+        "name) to map names to indices"
+    )
 
 
 def labels_in_order(

@@ -5,10 +5,14 @@ label sets (absent for bags only to be predicted), the (optional,
 evaluation-only) instance labels, class and feature names and the bags'
 original ids. Splits are made at bag level and are seeded; the standardiser
 (``standardizer``) is fitted on training bags only, so nothing of the test
-bags leaks into training. Bags that the union model cannot explain
-(``union``) are reported by ``validate`` and removed only on request by
-``drop_impossible``, which says which it removed. Grouping instances into
-bags and reading labels: ``_labels``.
+bags leaks into training. Bags that break the union assumption (``union``)
+are reported by ``validate``; those the model cannot fit at all (likelihood
+zero) stop fitting and are removed only on request by ``drop_impossible``,
+which says which it removed. An instance label -1 marks an unlabelled
+instance (the HJA birdsong data leave half their segments unlabelled): kept,
+never checked against its bag, skipped by the metrics. Grouping instances
+into bags and reading labels: ``_labels``; the constructor's checks:
+``_checks``; counts and distributions for a report: ``summary``.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._labels import BagLabels, bag_name, encode, group_by_bag, label_list, labels_in_order, plain
+from ._checks import check_features, check_label_ranges, instance_arrays, top_label
+from ._labels import BagLabels, encode, group_by_bag, label_list, labels_in_order, plain
 from .standardizer import Standardizer
+from .summary import DataSummary, summarize
 from .union import BagProblem, union_problems
 
-__all__ = ["BagProblem", "MIMLData", "Standardizer"]  # BagProblem and Standardizer: re-exported
+__all__ = ["BagProblem", "DataSummary", "MIMLData", "Standardizer"]  # all but MIMLData: re-exported
 
 if TYPE_CHECKING:  # pandas is imported lazily: only the DataFrame constructor needs it
     import pandas as pd
@@ -37,12 +43,16 @@ class MIMLData:
         bags: B arrays (n_b, d) of instance features (float64).
         label_sets: B sorted lists of class indices in ``[0, n_classes)``, or
             None for bags without labels (to predict, not to fit).
-        instance_labels: B int arrays (n_b,) (used only to evaluate), or None.
+        instance_labels: B int arrays (n_b,) (used only to evaluate), or None;
+            -1 marks an unlabelled instance.
         class_names: C names (default "0".."C-1").
         feature_names: d names (default "x0".."x{d-1}").
         n_classes: C (default: largest label + 1, at least 2; without label
             sets, the largest instance label + 1).
         bag_ids: B original bag ids (default 0..B-1), used in messages.
+        class_ids: C ids the classes have in the source files, in class order
+            (``read_bag_csv``: the HJA's species 1..13 are classes 0..12);
+            default 0..C-1.
 
     Construction checks shapes, finiteness and label ranges, naming the bag;
     it does not reject bags that break the union assumption (see
@@ -56,6 +66,7 @@ class MIMLData:
     feature_names: list[str] | None = None
     n_classes: int | None = None
     bag_ids: list[Hashable] | None = field(default=None)
+    class_ids: list[Hashable] | None = None
 
     def __post_init__(self) -> None:
         bags = [np.asarray(x, dtype=np.float64) for x in self.bags]
@@ -66,27 +77,23 @@ class MIMLData:
         ids = list(range(len(bags))) if self.bag_ids is None else list(self.bag_ids)
         if len(ids) != len(bags):
             raise ValueError(f"got {len(bags)} bags but {len(ids)} bag ids")
-        d = _check_features(bags, ids)
+        d = check_features(bags, ids)
         sets = (
             None
             if self.label_sets is None
             else [label_list(s, b, ids) for b, s in enumerate(self.label_sets)]
         )
-        inst = None if self.instance_labels is None else _instance_arrays(self.instance_labels, bags, ids)
+        inst = None if self.instance_labels is None else instance_arrays(self.instance_labels, bags, ids)
         n_classes = self.n_classes
         if n_classes is None:
-            n_classes = max(_top_label(sets, inst) + 1, 2, len(self.class_names or ()))
-        for b, s in enumerate(sets or ()):
-            if s and s[-1] >= n_classes:
-                raise ValueError(
-                    f"bag {bag_name(b, ids)} has label {s[-1]} outside [0, {n_classes}): raise n_classes"
-                )
-        for b, y in enumerate(inst or ()):
-            if y.size and (y.min() < 0 or y.max() >= n_classes):
-                raise ValueError(f"bag {bag_name(b, ids)} has instance labels outside [0, {n_classes})")
+            n_classes = max(top_label(sets, inst) + 1, 2, len(self.class_names or ()))
+        check_label_ranges(sets, inst, n_classes, ids)
         classes = [str(c) for c in range(n_classes)] if self.class_names is None else list(self.class_names)
         if len(classes) != n_classes:
             raise ValueError(f"got {len(classes)} class names for {n_classes} classes")
+        class_ids = list(range(n_classes)) if self.class_ids is None else [plain(c) for c in self.class_ids]
+        if len(class_ids) != n_classes or len(set(class_ids)) != n_classes:
+            raise ValueError(f"class_ids {class_ids[:20]}: need {n_classes} distinct ids, one per class")
         feats = [f"x{j}" for j in range(d)] if self.feature_names is None else list(self.feature_names)
         if len(feats) != d:
             raise ValueError(f"got {len(feats)} feature names for {d} features")
@@ -98,6 +105,7 @@ class MIMLData:
             ("feature_names", feats),
             ("n_classes", int(n_classes)),
             ("bag_ids", ids),
+            ("class_ids", class_ids),
         ):
             object.__setattr__(self, name, value)
 
@@ -115,6 +123,7 @@ class MIMLData:
         class_names: Sequence[str] | None = None,
         feature_names: Sequence[str] | None = None,
         n_classes: int | None = None,
+        class_ids: Sequence[Hashable] | None = None,
     ) -> MIMLData:
         """From a flat (n, d) instance array and a bag id per instance.
 
@@ -129,8 +138,13 @@ class MIMLData:
             bag_ids: (n,) the bag of each instance (or use ``bag_id_column``).
                 Instances of a bag need not be contiguous; bags are numbered
                 in order of first appearance.
-            instance_labels: (n,) hidden instance labels, for evaluation.
-            class_names, feature_names, n_classes: see the class docstring.
+            instance_labels: (n,) hidden instance labels, for evaluation
+                (indices, or names with ``class_names``; -1: unlabelled).
+            class_names, feature_names, n_classes, class_ids: see the class docstring.
+
+        Raises:
+            ValueError: also for labels that are names (strings) without
+                ``class_names``, or names missing from ``class_names``.
         """
         x = np.asarray(features)
         if x.ndim != 2:
@@ -157,7 +171,7 @@ class MIMLData:
             lab = np.asarray(instance_labels)
             if lab.shape != (len(x),):
                 raise ValueError(f"need one instance label per instance: {len(x)} instances, got {lab.shape}")
-            codes = encode(lab, class_names, "instance labels")
+            codes = encode(lab, class_names, "instance labels", unlabelled=True)
             inst = [codes[m] for m in members]
         return cls(
             bags=[x[m].astype(np.float64) for m in members],
@@ -167,6 +181,7 @@ class MIMLData:
             feature_names=None if feature_names is None else list(feature_names),
             n_classes=n_classes,
             bag_ids=order,
+            class_ids=None if class_ids is None else list(class_ids),
         )
 
     @classmethod
@@ -190,7 +205,8 @@ class MIMLData:
                 labels, or the name of a column of ``df`` holding each row's
                 bag label list (all rows of a bag must agree).
             feature_columns: default: every column except the bag, label and
-                instance-label columns (all must be numeric).
+                instance-label columns (all must be numeric; bool and text
+                columns, object or string dtype, are not).
             instance_label_column: column of hidden instance labels.
             class_names, n_classes: see the class docstring.
         """
@@ -202,7 +218,10 @@ class MIMLData:
         missing = [c for c in cols if c not in df.columns]
         if missing:
             raise ValueError(f"DataFrame has no feature column(s) {missing}")
-        non_numeric = [c for c in cols if not np.issubdtype(df[c].dtype, np.number)]
+        from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+        # pandas' own dtype test: np.issubdtype raises on extension dtypes (pandas 3's default "str")
+        non_numeric = [c for c in cols if not is_numeric_dtype(df[c].dtype) or is_bool_dtype(df[c].dtype)]
         if non_numeric:
             raise ValueError(
                 f"feature column(s) {non_numeric} are not numeric: encode them or pass feature_columns"
@@ -222,7 +241,7 @@ class MIMLData:
         elif hasattr(bag_labels, "to_dict"):
             bag_labels = bag_labels.to_dict()
         return cls.from_arrays(
-            df[cols].to_numpy(dtype=np.float64),
+            df[cols].to_numpy(dtype=np.float64, na_value=np.nan),  # a missing value: the NaN error
             bag_labels,
             bag_ids=ids,
             instance_labels=None if instance_label_column is None else df[instance_label_column].to_numpy(),
@@ -256,6 +275,10 @@ class MIMLData:
             f"{self.n_classes} classes, {inst} instance labels{sets})"
         )
 
+    def summary(self) -> DataSummary:
+        """Counts and distributions of these bags; ``str()`` of it is a readable report (``summary``)."""
+        return summarize(self)
+
     def label_matrix(self) -> np.ndarray:
         """(B, C) 0/1 bag label matrix."""
         if self.label_sets is None:
@@ -287,7 +310,8 @@ class MIMLData:
         Zero-likelihood bags (empty, empty label set, fewer instances than
         labels) make fitting impossible. With instance labels, also bags
         where a bag label has no instance or an instance label is missing
-        from the bag's set. Nothing is changed; see ``drop_impossible``.
+        from the bag's set; unlabelled instances (-1) may carry any label of
+        their bag (``union_problems``). Nothing is changed; see ``drop_impossible``.
         Bags without label sets have nothing to break: ``[]``.
         """
         if self.label_sets is None:
@@ -295,31 +319,36 @@ class MIMLData:
         return union_problems(self.bags, self.label_sets, self.instance_labels, self.bag_ids)
 
     def impossible_bags(self) -> list[int]:
-        """Sorted indices of the bags ``validate`` reports."""
-        return sorted({p.index for p in self.validate()})
+        """Sorted indices of the bags whose likelihood is zero (``validate``'s "zero_likelihood").
+
+        Bags whose instance labels disagree with their set are reported by
+        ``validate`` but are not impossible: fitting never sees instance
+        labels (the published HJA data have such bags; the paper fits them).
+        """
+        return sorted({p.index for p in self.validate() if p.kind == "zero_likelihood"})
 
     def drop_impossible(self) -> tuple[MIMLData, list[int]]:
-        """``(clean_data, dropped_bag_indices)``: the data without every bag ``validate`` reports."""
+        """``(clean_data, dropped_bag_indices)``: the data without the ``impossible_bags``."""
         bad = self.impossible_bags()
         keep = np.setdiff1d(np.arange(self.n_bags), bad)
         if keep.size == 0:
-            raise ValueError("every bag breaks the union assumption; nothing would be left")
+            raise ValueError("every bag has likelihood zero under the union model; nothing would be left")
         return self.subset(keep), bad
 
     def check_fittable(self) -> None:
-        """Raise a ValueError listing every bag ``validate`` reports, or saying there are no label sets."""
+        """Raise a ValueError listing the ``impossible_bags``, or saying there are no label sets."""
         if self.label_sets is None:
             raise ValueError(
                 "this MIMLData has no bag label sets, and fitting needs one per bag: give label_sets"
             )
-        problems = self.validate()
+        problems = [p for p in self.validate() if p.kind == "zero_likelihood"]
         if problems:
+            bad = self.impossible_bags()
             shown = "; ".join(p.message for p in problems[:20])
             more = f"; and {len(problems) - 20} more" if len(problems) > 20 else ""
             raise ValueError(
-                f"{len(self.impossible_bags())} bag(s) break the union assumption (indices "
-                f"{self.impossible_bags()}): {shown}{more}. Inspect them with validate(), or remove "
-                "them with `data, dropped = data.drop_impossible()`"
+                f"{len(bad)} bag(s) break the union assumption (indices {bad}): {shown}{more}. Inspect "
+                "them with validate(), or remove them with `data, dropped = data.drop_impossible()`"
             )
 
     # -- splits and scaling ----------------------------------------------------
@@ -349,47 +378,3 @@ class MIMLData:
     def fit_standardizer(self) -> Standardizer:
         """A ``Standardizer`` fitted on these bags (call it on the training split)."""
         return Standardizer.fit(self)
-
-
-def _check_features(bags: list[np.ndarray], ids: Sequence[Hashable]) -> int:
-    """d, after checking that every bag is a finite (n_b, d) array with the same d."""
-    d = None
-    for b, x in enumerate(bags):
-        if x.ndim != 2 or (d is not None and x.shape[1] != d):
-            want = "(n_instances, n_features)" if d is None else f"(n_instances, {d})"
-            raise ValueError(f"bag {bag_name(b, ids)} has features of shape {x.shape}: expected {want}")
-        d = x.shape[1]
-        if not np.all(np.isfinite(x)):
-            rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1)).tolist()
-            raise ValueError(
-                f"bag {bag_name(b, ids)} has NaN or infinite features in instance(s) {rows}: "
-                "impute or remove them before building MIMLData"
-            )
-    return int(d)
-
-
-def _instance_arrays(raw: Sequence[Any], bags: list[np.ndarray], ids: Sequence[Hashable]) -> list[np.ndarray]:
-    """B int64 arrays (n_b,), after checking there is one int label per instance (ranges: the caller)."""
-    if len(raw) != len(bags):
-        raise ValueError(f"got {len(bags)} bags but {len(raw)} instance-label arrays")
-    out = []
-    for b, (x, y) in enumerate(zip(bags, raw)):
-        y = np.asarray(y)
-        if y.shape != (len(x),) or (y.size and not np.issubdtype(y.dtype, np.integer)):
-            raise ValueError(
-                f"bag {bag_name(b, ids)} has {len(x)} instances but instance labels "
-                f"{y.dtype}{list(y.shape)}: give one int label per instance"
-            )
-        out.append(y.astype(np.int64))
-    return out
-
-
-def _top_label(sets: list[list[int]] | None, inst: list[np.ndarray] | None) -> int:
-    """The largest class seen (-1 if none): in the label sets, or without them in the instance labels.
-
-    Instance labels count only without label sets: with them, an instance
-    label above every bag label is an error, not a reason for more classes.
-    """
-    if sets is not None:
-        return max((s[-1] for s in sets if s), default=-1)
-    return max((int(y.max()) for y in inst or () if y.size), default=-1)

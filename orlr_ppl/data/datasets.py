@@ -1,4 +1,4 @@
-"""Datasets: MIML digits (embedded) and Letter Frost (from the UCI file, given its path)."""
+"""Datasets: MIML digits (embedded), Letter Frost (UCI file) and HJA birdsong (``hja``), from paths."""
 
 from __future__ import annotations
 
@@ -9,6 +9,20 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 from .container import MIMLData
+from .hja import PUBLISHED_HJA, hja_version, load_hja
+
+__all__ = [
+    "DigitPools",
+    "PUBLISHED_HJA",
+    "PUBLISHED_LETTER_FROST",
+    "hja_version",
+    "load_hja",
+    "load_letter_frost",
+    "make_miml_digits",
+    "published_figures",
+    "read_uci_letters",
+    "split_pools",
+]
 
 DIGITS_SPLIT_SEED = 8
 """Seed of the one fixed split of the digit images into train and test pools (never ``seed``)."""
@@ -212,5 +226,9 @@ PUBLISHED_LETTER_FROST = {
 
 
 def published_figures(dataset: str | None, protocol: str) -> dict[str, str]:
-    """Published instance accuracies for a named dataset and protocol ({} if none)."""
-    return dict(PUBLISHED_LETTER_FROST[protocol]) if dataset == "letter-frost" else {}
+    """Published instance accuracies for a named dataset ("letter-frost", "hja", "hja-union") and protocol.
+
+    {} for a dataset or protocol without published figures.
+    """
+    table = {"letter-frost": PUBLISHED_LETTER_FROST, **PUBLISHED_HJA}.get(dataset or "", {})
+    return dict(table.get(protocol, {}))

@@ -4,6 +4,12 @@ Under the ORed-logistic (union) model a bag's label set is exactly the set
 of its instances' labels. A bag that cannot satisfy that has likelihood
 zero, or (seen only with instance labels) contradicts its own annotation.
 These bags are reported, never dropped silently.
+
+Unlabelled instances (instance label -1, as in the HJA birdsong data) are
+not checked against their bag's set, and each may carry one of the bag's
+labels: a bag label that no labelled instance carries is a violation only
+when the bag has fewer unlabelled instances than such labels (with none
+unlabelled, the plain rule: every bag label needs an instance).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..dp.validation import zero_likelihood_reason
-from ._labels import bag_name
+from ._labels import UNLABELLED, bag_name
 
 
 class BagProblem(NamedTuple):
@@ -25,7 +31,8 @@ class BagProblem(NamedTuple):
         bag_id: the bag's original id.
         kind: "zero_likelihood" (empty bag, empty label set, or fewer
             instances than labels: impossible whatever the weights),
-            "label_without_instance" (a bag label no instance carries) or
+            "label_without_instance" (bag labels no labelled instance carries,
+            more than the bag's unlabelled instances could carry) or
             "instance_label_outside" (an instance label missing from the
             bag's set); the last two are visible only with instance labels.
         message: a sentence naming the bag and what is wrong.
@@ -48,8 +55,8 @@ def union_problems(
     Args:
         bags: B arrays (n_b, d); only their lengths matter.
         label_sets: B sorted lists of class indices.
-        instance_labels: B int arrays (n_b,), or None (then only
-            zero-likelihood bags can be seen).
+        instance_labels: B int arrays (n_b,), -1 for an unlabelled instance,
+            or None (then only zero-likelihood bags can be seen).
         bag_ids: B ids, for the messages.
     """
     out = []
@@ -60,10 +67,18 @@ def union_problems(
             out.append(BagProblem(b, bag_ids[b], "zero_likelihood", f"bag {name} {why}"))
         if instance_labels is None:
             continue
-        present = set(instance_labels[b].tolist())
+        y = np.asarray(instance_labels[b])
+        present = set(y[y != UNLABELLED].tolist())
+        n_unlabelled = int(np.sum(y == UNLABELLED))
         absent = sorted(set(s) - present)
-        if absent:
+        # Each unlabelled instance carries one label: it can account for one absent label.
+        if len(absent) > n_unlabelled:
             message = f"bag {name} has label(s) {absent} that none of its instances carries"
+            if n_unlabelled:
+                message = (
+                    f"bag {name} has label(s) {absent} that none of its labelled instances carries, and only "
+                    f"{n_unlabelled} unlabelled instance(s) to carry them"
+                )
             out.append(BagProblem(b, bag_ids[b], "label_without_instance", message))
         extra = sorted(present - set(s))
         if extra:

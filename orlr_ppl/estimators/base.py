@@ -1,4 +1,4 @@
-"""The shared scikit-learn base of every estimator, and the input helpers they share.
+"""The shared scikit-learn base of every estimator: prediction interface, save and load.
 
 All share one prediction interface over ragged bags (a list of (n_b, d)
 arrays, or a ``MIMLData``, whose bags are used): ``predict_proba``/``predict`` per instance (inductive, or
@@ -7,6 +7,13 @@ predicted instance labels), ``bag_scores`` (per-class bag scores for ranking
 metrics: by default the max over instances of ``p(y = c | x)``; ``rule="model"``
 the model's own ``P(c in Y_b | X_b)``) and ``score`` (instance accuracy).
 
+Every estimator standardises its features (``standardize=True``): ``fit``
+learns each feature's mean and scale on the training instances
+(``feature_mean_``, ``feature_scale_``), and every prediction applies them
+first (``_check_bags``), so the scaling is saved and loaded with the model.
+Labels may be class indices, class names or a (B, C) 0/1 label matrix
+(``inputs``); saving and loading is ``persistence``.
+
 This module imports none of the estimators built on it: ``_BagClassifier.load``
 finds the class a saved folder names in a registry that every subclass joins
 when it is defined (``__init_subclass__``).
@@ -14,7 +21,6 @@ when it is defined (``__init_subclass__``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -28,6 +34,21 @@ from ..data.container import MIMLData
 from ..dp.ragged import instance_posteriors
 from ..dp.validation import check_features, check_label_sets
 from ..evaluation.metrics import instance_accuracy
+from . import persistence
+from .inputs import (
+    UNLABELLED,
+    apply_scaling,
+    check_instance_labels,
+    fit_inputs,
+    fit_instance_labels,
+    fit_label_sets,
+    fit_scaling,
+    flat_instances,
+    infer_n_classes,
+    predict_label_sets,
+    score_instance_labels,
+    shape_of,
+)
 
 BAG_SCORE_RULES = ("max", "model")
 
@@ -37,68 +58,19 @@ Bags = Sequence[np.ndarray] | MIMLData
 _REGISTRY: dict[str, type[_BagClassifier]] = {}
 """Estimator classes by name, as ``metadata.json`` stores them (filled by ``__init_subclass__``)."""
 
+SCALING_ARRAYS: dict[str, tuple[str, ...]] = {"feature_mean_": ("d",), "feature_scale_": ("d",)}
+"""The standardisation, saved with every model (part of each ``_saved_arrays``).
+
+Optional on load: a folder saved before standardisation existed has neither,
+and its model predicts on raw features (zeros and ones: the identity).
+"""
+
 
 # -- input helpers -------------------------------------------------------------
 
 
 def _bags_of(bags: Bags) -> Sequence[np.ndarray]:
     return bags.bags if isinstance(bags, MIMLData) else bags
-
-
-def _fit_inputs(
-    estimator: _BagClassifier, data: Bags, targets: Sequence[Any] | None, what: str
-) -> tuple[Sequence[np.ndarray], Sequence[Any], int | None]:
-    """``(bags, targets, n_classes)`` from ``fit(bags, targets)`` or ``fit(MIMLData)``.
-
-    ``what`` is "label_sets" or "instance_labels". A ``MIMLData`` is first
-    checked for bags that break the union assumption (all listed in one error).
-    """
-    if not isinstance(data, MIMLData):
-        if targets is None:
-            raise ValueError(f"fit needs (bags, {what}) or a MIMLData")
-        return data, targets, estimator.n_classes
-    if targets is not None:
-        raise ValueError(f"give either a MIMLData or (bags, {what}), not both")
-    if what == "label_sets":
-        data.check_fittable()
-    elif data.instance_labels is None:
-        raise ValueError(f"{type(estimator).__name__} trains on instance labels; this MIMLData has none")
-    estimator.class_names_ = list(data.class_names)
-    estimator.feature_names_ = list(data.feature_names)
-    n_classes = data.n_classes if estimator.n_classes is None else estimator.n_classes
-    return data.bags, getattr(data, what), n_classes
-
-
-def _infer_n_classes(label_sets: Sequence[Iterable[int]], n_classes: int | None) -> int:
-    if n_classes is not None:
-        return int(n_classes)
-    top = max((int(max(s)) for s in label_sets if len(list(s))), default=-1)
-    if top < 1:
-        raise ValueError("cannot infer n_classes from labels: pass n_classes (at least 2)")
-    return top + 1
-
-
-def _flat_instances(
-    feats: list[np.ndarray], instance_labels: Sequence[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """(n, d) features and (n,) int labels of all bags, end to end."""
-    if len(feats) != len(instance_labels):
-        raise ValueError(f"got {len(feats)} bags but {len(instance_labels)} instance-label arrays")
-    for b, (x, y) in enumerate(zip(feats, instance_labels)):
-        if np.shape(y) != (len(x),):
-            raise ValueError(f"bag {b} has {len(x)} instances but instance labels of shape {np.shape(y)}")
-    return np.concatenate(feats), np.concatenate([np.asarray(y, dtype=np.int64) for y in instance_labels])
-
-
-def _shape_of(bags: Sequence[np.ndarray]) -> dict[str, int]:
-    """Training data shape kept in the saved metadata."""
-    return {"n_bags": len(bags), "n_instances": int(sum(len(b) for b in bags))}
-
-
-def _check_instance_labels(y: np.ndarray, n_classes: int) -> None:
-    bad = y[(y < 0) | (y >= n_classes)]
-    if bad.size:
-        raise ValueError(f"instance labels {np.unique(bad).tolist()} outside [0, {n_classes})")
 
 
 def _check_bag_score_rule(rule: str) -> None:
@@ -126,12 +98,6 @@ def label_probability(proba: np.ndarray) -> np.ndarray:
     return -np.expm1(log_none)
 
 
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"cannot store {type(obj).__name__} in JSON")
-
-
 # -- the base class ------------------------------------------------------------
 
 
@@ -140,7 +106,9 @@ class _BagClassifier(BaseEstimator):
 
     Subclasses supply ``_inductive_proba`` and may refine the other hooks
     (``_transductive_proba``, ``_draw_proba``, ``_logits``, ``_ranking_scores``);
-    every public prediction method is defined here, once.
+    every public prediction method is defined here, once. The hooks receive
+    standardised features: ``_check_bags`` applies ``feature_mean_`` and
+    ``feature_scale_``, so no hook ever sees raw ones.
 
     ``_saved_arrays`` maps each fitted array that ``save`` writes to its shape,
     in symbols: "d" (``n_features_in_``) and "C" (``n_classes_``).
@@ -182,43 +150,96 @@ class _BagClassifier(BaseEstimator):
 
     # -- shared input checks ---------------------------------------------------
 
-    def _instance_training_data(
-        self, bags: Bags, instance_labels: Sequence[np.ndarray] | None
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Validated flat (n, d) features, (n,) labels and the class count (reference models)."""
-        bags, instance_labels, n_classes = _fit_inputs(self, bags, instance_labels, "instance_labels")
+    def _forget_fit(self) -> None:
+        """Drop every fitted attribute, so a refit keeps nothing (names, draws) of the last fit."""
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, name)
+
+    def _fit_scaling(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """Fit ``feature_mean_``/``feature_scale_`` on the training bags; return them standardised."""
+        self.feature_mean_, self.feature_scale_ = fit_scaling(feats, self.standardize)
+        return apply_scaling(feats, self.feature_mean_, self.feature_scale_)
+
+    def _label_set_training_data(
+        self, bags: Bags, label_sets: Any
+    ) -> tuple[list[np.ndarray], list[Any], int]:
+        """Standardised features, label sets as class indices, and the class count (ORLR, SIM).
+
+        Label sets may be index lists, name lists (``class_names_`` becomes
+        the sorted names) or a (B, C) 0/1 matrix; see ``inputs``.
+        """
+        self._forget_fit()
+        bags, label_sets, n_classes = fit_inputs(self, bags, label_sets, "label_sets")
+        label_sets, n_classes, names = fit_label_sets(label_sets, n_classes)
+        if names is not None:
+            self.class_names_ = names
         feats = check_features(bags)
-        x, y = _flat_instances(feats, instance_labels)
-        n_classes = _infer_n_classes([y], n_classes)
-        _check_instance_labels(y, n_classes)
-        self.training_shape_ = _shape_of(feats)
+        if len(feats) != len(label_sets):
+            raise ValueError(f"got {len(feats)} bags but {len(label_sets)} label sets: give one per bag")
+        self.training_shape_ = shape_of(feats)
+        return self._fit_scaling(feats), label_sets, infer_n_classes(label_sets, n_classes)
+
+    def _instance_training_data(self, bags: Bags, instance_labels: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        """Standardised flat (n, d) features, (n,) class indices and the class count (reference models).
+
+        Instances labelled -1 (unlabelled) are left out of training (their
+        features still count for the standardisation).
+        """
+        self._forget_fit()
+        bags, instance_labels, n_classes = fit_inputs(self, bags, instance_labels, "instance_labels")
+        instance_labels, n_classes, names = fit_instance_labels(instance_labels, n_classes)
+        if names is not None:
+            self.class_names_ = names
+        feats = check_features(bags)
+        x, y = flat_instances(self._fit_scaling(feats), instance_labels)
+        # -1 marks an unlabelled instance (as in MIMLData and the metrics): nothing to learn from.
+        labelled = y != UNLABELLED
+        if not labelled.any():
+            raise ValueError(
+                f"all {y.size} instance labels are {UNLABELLED} (unlabelled): nothing to train on"
+            )
+        x, y = x[labelled], y[labelled]
+        n_classes = infer_n_classes([y], n_classes)
+        check_instance_labels(y, n_classes)
+        self.training_shape_ = shape_of(feats)
         return x, y, n_classes
 
     def _check_bags(self, bags: Bags) -> list[np.ndarray]:
+        """Validated bags, standardised as in training: every prediction goes through here."""
         check_is_fitted(self, "n_classes_")
-        return check_features(_bags_of(bags), self.n_features_in_)
+        feats = check_features(_bags_of(bags), self.n_features_in_)
+        return apply_scaling(
+            feats, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None)
+        )
 
-    def _check_sets(self, feats: list[np.ndarray], label_sets: Sequence[Iterable[int]]) -> list[np.ndarray]:
-        """Label sets as sorted int arrays, checked against the bags and the fitted classes."""
-        return check_label_sets(label_sets, [len(x) for x in feats], self.n_classes_, self.max_labels)
+    def _check_sets(self, feats: list[np.ndarray], label_sets: Any) -> list[np.ndarray]:
+        """Label sets (indices, names or a 0/1 matrix) as sorted int arrays, checked against the bags."""
+        sets = predict_label_sets(label_sets, self.n_classes_, getattr(self, "class_names_", None))
+        return check_label_sets(sets, [len(x) for x in feats], self.n_classes_, self.max_labels)
 
     # -- predictions -----------------------------------------------------------
 
     def predict_proba(
-        self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None
+        self, bags: Bags, label_sets: Sequence[Iterable[int]] | np.ndarray | None = None
     ) -> list[np.ndarray]:
         """B arrays (n_b, C) of ``p(y = c | x)``, or of ``p(y = c | Y_b, X_b)`` given label sets.
 
-        The transductive probabilities are zero outside each bag's label set
-        (for the probabilistic models they come from the exact DP).
+        Label sets: per bag, class indices or class names (of ``class_names_``),
+        or a (B, C) 0/1 label matrix. The transductive probabilities are zero
+        outside each bag's label set (for the probabilistic models they come
+        from the exact DP).
         """
         feats = self._check_bags(bags)
         if label_sets is None:
             return self._inductive_proba(feats)
         return self._transductive_proba(feats, self._check_sets(feats, label_sets))
 
-    def predict(self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None) -> list[np.ndarray]:
+    def predict(
+        self, bags: Bags, label_sets: Sequence[Iterable[int]] | np.ndarray | None = None
+    ) -> list[np.ndarray]:
         """B int arrays (n_b,) of instance labels (transductive given ``label_sets``).
+
+        The labels are class indices (into ``class_names_`` where the model has names).
 
         With a ``MIMLData``, pass ``data.label_sets`` for transductive prediction.
         """
@@ -255,28 +276,39 @@ class _BagClassifier(BaseEstimator):
             return np.stack([s.max(axis=0) for s in self._ranking_scores(feats)])
         return np.stack([label_probability(p).mean(axis=0) for p in self._draw_proba(feats)])
 
-    def score(self, bags: Bags, instance_labels: Sequence[np.ndarray] | None = None) -> float:
-        """Inductive instance accuracy (a ``MIMLData`` brings its instance labels)."""
+    def score(self, bags: Bags, instance_labels: Sequence[Any] | None = None) -> float:
+        """Inductive instance accuracy (a ``MIMLData`` brings its instance labels; names are mapped)."""
         if instance_labels is None:
             if not isinstance(bags, MIMLData) or bags.instance_labels is None:
                 raise ValueError("score needs instance labels: pass them, or a MIMLData that has them")
             instance_labels = bags.instance_labels
-        return instance_accuracy(instance_labels, self.predict(bags))
+        truth = score_instance_labels(instance_labels, getattr(self, "class_names_", None))
+        return instance_accuracy(truth, self.predict(bags))
 
     # -- persistence -------------------------------------------------------------
 
     def _default_name(self) -> str:
         return type(self).__name__.lower()
 
-    def save(self, path: str | Path | None = None) -> Path:
-        """Write the fitted model to a folder: ``metadata.json`` + ``params.npz``.
+    def save(self, path: str | Path | None = None, overwrite: bool = False) -> Path:
+        """Write the fitted model to a folder: ``metadata.json`` + ``params.npz`` (+ ``posterior.nc``).
 
-        ``path`` defaults to ``models/<name>`` (``models/orlr-<method>`` for ORLR).
-        Only JSON, ``.npz`` (loaded without pickle) and netCDF are written.
+        ``path`` defaults to ``models/<name>`` (``models/orlr-<method>`` for
+        ORLR). A folder that already holds a saved model is replaced only with
+        ``overwrite=True`` (else a ValueError). Only JSON, ``.npz`` (loaded
+        without pickle) and netCDF are written, each through a temporary file,
+        ``metadata.json`` last: an interrupted save never leaves a folder that
+        pairs new metadata with old arrays.
         """
         check_is_fitted(self, "n_classes_")
         folder = Path("models") / self._default_name() if path is None else Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
+        arrays = {name: np.asarray(getattr(self, name)) for name in self._saved_arrays}
+        persistence.check_finite(
+            arrays, type(self).__name__, "the fit diverged; re-fit (e.g. with a prior) first"
+        )
+        persistence.prepare_folder(folder, overwrite)
+        persistence.write_arrays(folder / "params.npz", arrays)
+        self._save_extra(folder)
         meta = {
             "package": "orlr-ppl",
             "version": __version__,
@@ -289,9 +321,11 @@ class _BagClassifier(BaseEstimator):
             "feature_names": getattr(self, "feature_names_", None),
             "fitted": self._fitted_metadata(),
         }
-        (folder / "metadata.json").write_text(json.dumps(meta, indent=2, default=_json_default))
-        np.savez(folder / "params.npz", **{name: getattr(self, name) for name in self._saved_arrays})
+        persistence.write_metadata(folder / "metadata.json", meta)
         return folder
+
+    def _save_extra(self, folder: Path) -> None:
+        """Write files beyond ``params.npz`` (ORLR: ``posterior.nc``), before ``metadata.json``."""
 
     def _fitted_metadata(self) -> dict[str, Any]:
         """Fitted scalars kept in ``metadata.json`` (``"fitted"``), set back as attributes by ``load``."""
@@ -302,17 +336,24 @@ class _BagClassifier(BaseEstimator):
         """Restore a model written by ``save``; predictions are identical.
 
         ``_BagClassifier.load`` returns whichever estimator the folder holds;
-        ``ORLR.load`` (etc.) insists on its own class.
+        ``ORLR.load`` (etc.) insists on its own class. A damaged or edited
+        file raises a ValueError naming it: a missing or mistyped entry of
+        ``metadata.json``, an unknown parameter, an unreadable ``params.npz``,
+        arrays of the wrong shape, or NaN/infinite weights.
         """
         folder = Path(path)
-        meta, meta_file, param_file = _read_metadata(folder)
-        model = _saved_class(cls, meta.get("estimator"), meta_file)(**meta["params"])
-        values = _read_arrays(param_file, model._saved_arrays)
-        model.n_classes_, model.n_features_in_ = int(meta["n_classes"]), int(meta["n_features"])
-        for k, v in values.items():
+        meta, meta_file, param_file = persistence.read_metadata(folder, _REGISTRY)
+        target = _saved_class(cls, meta["estimator"], meta_file)
+        model = target(**persistence.saved_params(meta, target._get_param_names(), meta_file))
+        model.n_classes_, model.n_features_in_ = meta["n_classes"], meta["n_features"]
+        optional = [k for k in SCALING_ARRAYS if k in model._saved_arrays]
+        required = [k for k in model._saved_arrays if k not in optional]
+        values = persistence.read_arrays(param_file, required, optional)
+        persistence.check_finite(values, str(param_file), persistence.FIX)
+        for k, v in {**model._default_scaling(values, param_file), **values}.items():
             setattr(model, k, v)
         model._check_loaded(param_file)
-        for k, v in meta.get("fitted", {}).items():
+        for k, v in (meta.get("fitted") or {}).items():
             setattr(model, k, v)
         if meta.get("training_data"):
             model.training_shape_ = meta["training_data"]
@@ -322,27 +363,32 @@ class _BagClassifier(BaseEstimator):
             model.feature_names_ = list(meta["feature_names"])
         return model
 
+    def _default_scaling(self, values: dict[str, np.ndarray], param_file: Path) -> dict[str, np.ndarray]:
+        """The identity scaling, for a folder saved before standardisation (it has no scaling arrays)."""
+        absent = [k for k in SCALING_ARRAYS if k in self._saved_arrays and k not in values]
+        if not absent:
+            return {}
+        if getattr(self, "standardize", False):
+            raise ValueError(
+                f"{param_file} is incomplete: it has no {absent}, but metadata.json says standardize=True; "
+                f"{persistence.FIX}"
+            )
+        d = self.n_features_in_
+        return {"feature_mean_": np.zeros(d), "feature_scale_": np.ones(d)}
+
     def _check_loaded(self, param_file: Path) -> None:
         """Raise if a loaded array's shape disagrees with ``metadata.json`` (see ``_saved_arrays``)."""
         dims = {"d": self.n_features_in_, "C": self.n_classes_}
         for name, symbols in self._saved_arrays.items():
-            if np.shape(getattr(self, name)) != tuple(dims[s] for s in symbols):
-                raise ValueError(f"{param_file} holds arrays whose shapes do not match metadata.json")
-
-
-def _read_metadata(folder: Path) -> tuple[dict[str, Any], Path, Path]:
-    """``(metadata, metadata.json path, params.npz path)`` of a saved model folder."""
-    meta_file, param_file = folder / "metadata.json", folder / "params.npz"
-    for f in (meta_file, param_file):
-        if not f.is_file():
-            raise ValueError(f"{f} is missing: is {folder} a saved orlr-ppl model folder?")
-    try:
-        meta = json.loads(meta_file.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{meta_file} is not valid JSON (truncated?): {err}") from err
-    if meta.get("package") != "orlr-ppl" or meta.get("estimator") not in _REGISTRY:
-        raise ValueError(f"{meta_file} does not describe an orlr-ppl estimator")
-    return meta, meta_file, param_file
+            want = tuple(dims[s] for s in symbols)
+            if np.shape(getattr(self, name)) != want:
+                raise ValueError(
+                    f"{param_file} holds arrays whose shapes do not match metadata.json: {name!r} has shape "
+                    f"{np.shape(getattr(self, name))}, expected {want}; {persistence.FIX}"
+                )
+        scale = getattr(self, "feature_scale_", None)
+        if scale is not None and not np.all(scale > 0):
+            raise ValueError(f"{param_file}: array 'feature_scale_' must be positive; {persistence.FIX}")
 
 
 def _saved_class(cls: type[_BagClassifier], name: str, meta_file: Path) -> type[_BagClassifier]:
@@ -351,12 +397,3 @@ def _saved_class(cls: type[_BagClassifier], name: str, meta_file: Path) -> type[
     if target.__name__ != name:
         raise ValueError(f"{meta_file} holds a {name}, not a {target.__name__}")
     return target
-
-
-def _read_arrays(param_file: Path, names: Iterable[str]) -> dict[str, np.ndarray]:
-    """The named arrays of ``params.npz``, read without pickle."""
-    try:
-        with np.load(param_file, allow_pickle=False) as arrays:
-            return {k: np.asarray(arrays[k]) for k in names}
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"{param_file} is unreadable or incomplete: {err}") from err

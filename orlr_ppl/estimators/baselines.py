@@ -8,13 +8,16 @@ so transductive prediction uses the same exact DP as ORLR.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
+from sklearn.utils.validation import check_is_fitted
 
 from ..dp.validation import DEFAULT_MAX_LABELS
-from .base import Bags, _BagClassifier
+from .base import SCALING_ARRAYS, Bags, _BagClassifier
+from .inputs import to_feature_units
 
 
 class SoftmaxRegression(_BagClassifier):
@@ -23,13 +26,23 @@ class SoftmaxRegression(_BagClassifier):
     l2-regularised multinomial logistic regression (scikit-learn's lbfgs)
     with penalty ``||W||^2 / (2 prior_scale**2)``, i.e. the same prior as ORLR
     (scikit-learn ``C = prior_scale**2``); intercepts unpenalised.
-    ``fit(bags, instance_labels)`` takes one int array per bag.
+    ``fit(bags, instance_labels)`` takes one array per bag of class indices,
+    or of class names (``class_names_``: the sorted names; predictions are
+    indices into it).
 
-    Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,), ``n_classes_``,
-    ``n_features_in_``.
+    Args:
+        standardize: centre and scale each feature by its training mean and
+            standard deviation (a constant feature: scale 1) before fitting,
+            and before every prediction, so the penalty treats every feature
+            alike whatever its units.
+
+    Fitted attributes: ``coef_`` (d, C) on standardised features (see
+    ``coef_in_feature_units``), ``intercept_`` (C,), ``feature_mean_``,
+    ``feature_scale_`` (d,) the standardisation (zeros and ones with
+    ``standardize=False``), ``n_classes_``, ``n_features_in_``.
     """
 
-    _saved_arrays = {"coef_": ("d", "C"), "intercept_": ("C",)}
+    _saved_arrays = {"coef_": ("d", "C"), "intercept_": ("C",), **SCALING_ARRAYS}
 
     def __init__(
         self,
@@ -38,15 +51,17 @@ class SoftmaxRegression(_BagClassifier):
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
         max_iter: int = 1000,
+        standardize: bool = True,
     ) -> None:
         self.prior_scale = prior_scale
         self.fit_intercept = fit_intercept
         self.n_classes = n_classes
         self.max_labels = max_labels
         self.max_iter = max_iter
+        self.standardize = standardize
 
-    def fit(self, bags: Bags, instance_labels: Sequence[np.ndarray] | None = None) -> SoftmaxRegression:
-        """Fit on instance labels (one int array per bag), or a ``MIMLData`` that has them."""
+    def fit(self, bags: Bags, instance_labels: Sequence[Any] | None = None) -> SoftmaxRegression:
+        """Fit on instance labels (one array of indices or names per bag), or a ``MIMLData`` that has them."""
         x, y, n_classes = self._instance_training_data(bags, instance_labels)
         clf = LogisticRegression(
             C=self.prior_scale**2, fit_intercept=self.fit_intercept, max_iter=self.max_iter
@@ -64,6 +79,11 @@ class SoftmaxRegression(_BagClassifier):
         self.n_classes_, self.n_features_in_ = n_classes, x.shape[1]
         return self
 
+    def coef_in_feature_units(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(coef, intercept)``, (d, C) and (C,), for raw features: ``x @ coef + intercept``: the logits."""
+        check_is_fitted(self, "n_classes_")
+        return to_feature_units(self.coef_, self.intercept_, self.feature_mean_, self.feature_scale_)
+
     def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         return [softmax(x @ self.coef_ + self.intercept_, axis=1) for x in feats]
 
@@ -72,19 +92,28 @@ class MajorityClass(_BagClassifier):
     """Predicts the most frequent training instance label for every instance.
 
     ``predict_proba`` returns the training class frequencies (so ranking
-    metrics and transductive prediction are defined).
+    metrics and transductive prediction are defined). Instance labels may be
+    class indices or names, as for ``SoftmaxRegression``.
 
-    Fitted attributes: ``class_prior_`` (C,), ``n_classes_``, ``n_features_in_``.
+    Args:
+        standardize: kept for a common interface (and saved): the prediction
+            ignores the features, so it changes nothing.
+
+    Fitted attributes: ``class_prior_`` (C,), ``feature_mean_``,
+    ``feature_scale_`` (d,), ``n_classes_``, ``n_features_in_``.
     """
 
-    _saved_arrays = {"class_prior_": ("C",)}
+    _saved_arrays = {"class_prior_": ("C",), **SCALING_ARRAYS}
 
-    def __init__(self, n_classes: int | None = None, max_labels: int = DEFAULT_MAX_LABELS) -> None:
+    def __init__(
+        self, n_classes: int | None = None, max_labels: int = DEFAULT_MAX_LABELS, standardize: bool = True
+    ) -> None:
         self.n_classes = n_classes
         self.max_labels = max_labels
+        self.standardize = standardize
 
-    def fit(self, bags: Bags, instance_labels: Sequence[np.ndarray] | None = None) -> MajorityClass:
-        """Fit on instance labels (one int array per bag), or a ``MIMLData`` that has them."""
+    def fit(self, bags: Bags, instance_labels: Sequence[Any] | None = None) -> MajorityClass:
+        """Fit on instance labels (one array of indices or names per bag), or a ``MIMLData`` that has them."""
         x, y, n_classes = self._instance_training_data(bags, instance_labels)
         counts = np.bincount(y, minlength=n_classes).astype(float)
         # A tiny floor keeps transductive posteriors defined for unseen classes.

@@ -22,7 +22,8 @@ from ..dp.ragged import packed_posteriors
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
 from ..model.numpyro_model import ModelData, make_model_data
-from .base import Bags, _BagClassifier, _fit_inputs, _infer_n_classes, _shape_of, split_by_bag
+from .base import SCALING_ARRAYS, Bags, _BagClassifier, split_by_bag
+from .inputs import to_feature_units
 from .orlr_fit import (
     DEFAULT_MAX_ITER,
     METHODS,
@@ -74,14 +75,30 @@ class ORLR(_BagClassifier):
             predictions.
         progress_bar: show NumPyro's progress bar while sampling/optimising.
         random_state: seed of NUTS and SVI.
+        standardize: centre and scale each feature by its mean and standard
+            deviation over the training instances (a constant feature: scale
+            1) before fitting, and apply the same scaling before every
+            prediction. The prior then means the same for every feature
+            whatever its units, and the fit no longer depends on them.
+
+    Labels. ``label_sets`` are one list per bag of class indices or of class
+    names (then ``class_names_`` is the sorted names, and predictions are
+    indices into it), or a (B, C) 0/1 label matrix (a 2-D array always is
+    one; its C fixes ``n_classes``).
 
     Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,) (for NUTS/SVI
-    the posterior means), ``n_classes_``, ``n_features_in_``; EM/MAP:
+    the posterior means), ``n_classes_``, ``n_features_in_``;
+    ``feature_mean_``, ``feature_scale_`` (d,) the standardisation (zeros
+    and ones with ``standardize=False``). The weights (``coef_``,
+    ``coef_draws_``, the posterior's ``W``) act on *standardised* features,
+    so the prior's scale means the same for every feature; the intercepts
+    are the logits of an average instance. ``coef_in_feature_units()``
+    rewrites them for raw features. EM/MAP:
     ``log_posterior_``, ``n_iter_``, ``converged_``, and for EM ``history_``;
     NUTS/SVI: ``posterior_`` (``arviz.InferenceData``), ``coef_draws_``
     (S, d, C), ``intercept_draws_`` (S, C), and for SVI ``losses_``; from a
     ``MIMLData``: ``class_names_``, ``feature_names_`` (also the posterior's
-    ``class``/``feature`` coordinates).
+    ``class``/``feature`` coordinates); from named labels: ``class_names_``.
 
     Convergence. ``fit`` issues one ``orlr_ppl.diagnostics.ConvergenceWarning``
     when a NUTS posterior fails a check (R-hat, bulk/tail ESS, divergences,
@@ -90,7 +107,7 @@ class ORLR(_BagClassifier):
     the full report.
     """
 
-    _saved_arrays = {"coef_": ("d", "C"), "intercept_": ("C",)}
+    _saved_arrays = {"coef_": ("d", "C"), "intercept_": ("C",), **SCALING_ARRAYS}
 
     def __init__(
         self,
@@ -115,6 +132,7 @@ class ORLR(_BagClassifier):
         max_predict_draws: int = 200,
         progress_bar: bool = False,
         random_state: int | None = None,
+        standardize: bool = True,
     ) -> None:
         self.method = method
         self.prior_scale = prior_scale
@@ -137,27 +155,26 @@ class ORLR(_BagClassifier):
         self.max_predict_draws = max_predict_draws
         self.progress_bar = progress_bar
         self.random_state = random_state
+        self.standardize = standardize
 
     # -- fitting -----------------------------------------------------------------
 
-    def fit(self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None) -> ORLR:
+    def fit(self, bags: Bags, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None) -> ORLR:
         """Fit from bags (list of (n_b, d) arrays) and their label sets, or from a ``MIMLData``.
 
-        Bags the union model cannot explain (fewer instances than labels, an
-        empty label set) raise one ValueError listing all of them.
+        ``label_sets``: per bag, a list of class indices or of class names; or
+        a (B, C) 0/1 label matrix. Bags the union model cannot explain (fewer
+        instances than labels, an empty label set) raise one ValueError
+        listing all of them.
         """
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
-        self._forget_fit()
-        bags, label_sets, n_classes = _fit_inputs(self, bags, label_sets, "label_sets")
-        if len(bags) != len(label_sets):
-            raise ValueError(f"got {len(bags)} bags but {len(label_sets)} label sets")
-        n_classes = _infer_n_classes(label_sets, n_classes)
-        self.training_shape_ = _shape_of(bags)
+        self._diagnostics = None
+        feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         # Point fits are mostly compiling, so they pad to canonical shapes and other folds
         # reuse the program; a sampler runs its gradient thousands of times and packs tight.
         point = self.method in ("em", "map")
-        data = make_model_data(bags, label_sets, n_classes, self.max_labels, canonical_shapes=point)
+        data = make_model_data(feats, label_sets, n_classes, self.max_labels, canonical_shapes=point)
         if self.method in ("nuts", "svi"):
             self._fit_posterior(data)
         else:
@@ -173,15 +190,6 @@ class ORLR(_BagClassifier):
 
             warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
         return self
-
-    def _forget_fit(self) -> None:
-        """Drop every fitted attribute.
-
-        A refit (e.g. after ``set_params(method=...)``) must not keep draws or names of the last fit.
-        """
-        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
-            delattr(self, name)
-        self._diagnostics = None
 
     def _fit_point(self, data: ModelData) -> None:
         """EM or MAP: ``coef_``, ``intercept_``, the optimiser's report, and EM's ``history_``."""
@@ -247,6 +255,16 @@ class ORLR(_BagClassifier):
             self.method, self.converged_, self.n_iter_, self._max_iter(), self.tol, relative_change=change
         )
 
+    def coef_in_feature_units(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(coef, intercept)``, (d, C) and (C,), for raw features: ``x @ coef + intercept`` are the logits.
+
+        ``coef_`` acts on standardised features; this rewrites it (and the
+        intercepts) for the features as given to ``fit``. For NUTS/SVI, of the
+        posterior means ``coef_``/``intercept_``.
+        """
+        check_is_fitted(self, "n_classes_")
+        return to_feature_units(self.coef_, self.intercept_, self.feature_mean_, self.feature_scale_)
+
     # -- prediction hooks (see _BagClassifier) -----------------------------------
 
     def _draws(self) -> tuple[np.ndarray, np.ndarray]:
@@ -287,7 +305,7 @@ class ORLR(_BagClassifier):
     # -- posterior predictive ------------------------------------------------------
 
     def predict_interval(
-        self, bags: Bags, prob: float = 0.94, label_sets: Sequence[Iterable[int]] | None = None
+        self, bags: Bags, prob: float = 0.94, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None
     ) -> list[np.ndarray]:
         """B arrays (n_b, C, 2): equal-tailed credible intervals ``[lower, upper]`` of class probabilities.
 
@@ -338,12 +356,18 @@ class ORLR(_BagClassifier):
     def _default_name(self) -> str:
         return f"orlr-{self.method}"
 
-    def save(self, path: str | Path | None = None) -> Path:
-        """As ``_BagClassifier.save``; NUTS/SVI also write ``posterior.nc`` (netCDF)."""
-        folder = super().save(path)
-        if hasattr(self, "posterior_"):
-            self.posterior_.to_netcdf(str(folder / "posterior.nc"))
-        return folder
+    def _save_extra(self, folder: Path) -> None:
+        """NUTS/SVI: write ``posterior.nc`` (netCDF); EM/MAP: remove one left there by an earlier save."""
+        nc = folder / "posterior.nc"
+        if not hasattr(self, "posterior_"):
+            nc.unlink(missing_ok=True)
+            return
+        tmp = nc.with_name(".posterior.tmp.nc")
+        try:
+            self.posterior_.to_netcdf(str(tmp))
+            tmp.replace(nc)  # as persistence.write_atomically: an interrupted save leaves the old file whole
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def _check_loaded(self, param_file: Path) -> None:
         """NUTS/SVI: read ``posterior.nc`` beside ``params.npz``; then check the arrays' shapes."""

@@ -184,6 +184,10 @@ def read_posterior(nc: Path) -> az.InferenceData:
     try:
         # Eager: read into memory and close the file, so the model can be saved over its own folder.
         with az.rc_context({"data.load": "eager"}):
-            return az.from_netcdf(str(nc))
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{nc} is unreadable: {err}") from err
+            idata = az.from_netcdf(str(nc))
+    except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # netCDF4, h5py and xarray differ
+        raise ValueError(f"{nc} is unreadable (truncated or not netCDF?): {err}; re-save the model") from err
+    posterior = getattr(idata, "posterior", None)
+    if posterior is None or not {"W", "beta"} <= set(posterior.data_vars):
+        raise ValueError(f"{nc} holds no posterior draws of W and beta: re-save the model")
+    return idata

@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.special import softmax
 
-from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_label_sets
+from ..dp.validation import DEFAULT_MAX_LABELS, check_label_sets
 from ..evaluation.metrics import multi_hot, ranking_loss
-from .base import Bags, _BagClassifier, _fit_inputs, _infer_n_classes, _shape_of
+from .base import SCALING_ARRAYS, Bags, _BagClassifier
 from .sim_objective import make_pairs, pad_bags, run_paths
 
 LAMBDA_GRID: tuple[float, ...] = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
@@ -81,13 +81,24 @@ class SIM(_BagClassifier):
             other estimators; SIM itself has no per-set cost).
         random_state: seed of the fold assignment (the optimisation itself is
             deterministic).
+        standardize: centre and scale each feature by its training mean and
+            standard deviation before anything else (and before every
+            prediction), as the other estimators do. The authors' scaling
+            below is itself unchanged by a per-feature rescaling, so for SIM
+            this changes the arithmetic, not the model.
+
+    Label sets: per bag, class indices or class names (``class_names_``: the
+    sorted names), or a (B, C) 0/1 label matrix, as for ``ORLR``.
 
     Fitted attributes: ``coef_`` (d, C) the weights, in the scaled feature
-    space; ``lam_``; ``cv_scores_`` (len(LAMBDA_GRID),) mean held-out ranking
-    loss per lam (None when ``lam`` was given); ``objective_`` the best true
+    space; ``feature_mean_``, ``feature_scale_`` (d,) the standardisation
+    (zeros and ones with ``standardize=False``), applied before the scaling;
+    ``lam_``; ``cv_scores_`` (len(LAMBDA_GRID),) mean held-out ranking loss
+    per lam (None when ``lam`` was given); ``objective_`` the best true
     objective; ``objective_path_`` (n_outer * n_inner + 1,) the true objective
     at ``W = 0`` and after each step; ``scale_min_``, ``scale_range_``,
-    ``center_`` (d,) and ``norm_`` (scalar) the feature scaling;
+    ``center_`` (d,) and ``norm_`` (scalar) the feature scaling (of the
+    standardised features);
     ``n_classes_``, ``n_features_in_``.
 
     Predictions. Inductive ``predict_proba`` is the softmax over classes of
@@ -104,6 +115,7 @@ class SIM(_BagClassifier):
         "scale_range_": ("d",),
         "center_": ("d",),
         "norm_": (),
+        **SCALING_ARRAYS,
     }
     # predict_proba is a softmax of margins, not a probability model: bag_scores(rule="model") refuses.
     _calibrated = False
@@ -117,6 +129,7 @@ class SIM(_BagClassifier):
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
         random_state: int | None = 0,
+        standardize: bool = True,
     ) -> None:
         self.lam = lam
         self.cv = cv
@@ -125,18 +138,17 @@ class SIM(_BagClassifier):
         self.n_classes = n_classes
         self.max_labels = max_labels
         self.random_state = random_state
+        self.standardize = standardize
 
     # -- fitting ---------------------------------------------------------------
 
-    def fit(self, bags: Bags, label_sets: Sequence[Iterable[int]] | None = None) -> SIM:
+    def fit(self, bags: Bags, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None) -> SIM:
         """Fit from bags (B arrays (n_b, d)) and label sets, or from one ``MIMLData``."""
-        bags, label_sets, n_classes_hint = _fit_inputs(self, bags, label_sets, "label_sets")
+        feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         if self.lam is not None and not (np.isfinite(self.lam) and self.lam > 0):
             raise ValueError(f"lam={self.lam}: must be a positive number (or None to cross-validate)")
         if int(self.n_outer) < 1 or int(self.n_inner) < 1:
             raise ValueError(f"n_outer={self.n_outer}, n_inner={self.n_inner}: both must be at least 1")
-        feats = check_features(bags)
-        n_classes = _infer_n_classes(label_sets, n_classes_hint)
         sets = check_label_sets(label_sets, [len(x) for x in feats], n_classes, self.max_labels)
         y = multi_hot(sets, n_classes)
         raw, mask = pad_bags(feats)
@@ -155,7 +167,6 @@ class SIM(_BagClassifier):
         self.scale_min_, self.scale_range_ = scaling.min, scaling.range
         self.center_, self.norm_ = scaling.center, np.asarray(scaling.norm)
         self.n_classes_, self.n_features_in_ = n_classes, feats[0].shape[1]
-        self.training_shape_ = _shape_of(feats)
         return self
 
     def _select_lambda(

@@ -16,6 +16,11 @@ metric is undefined for (ranking loss: bags with no (present, absent) pair;
 average precision: bags with an empty set), where scikit-learn counts them as
 0 or 1, so those bags are dropped before the call. One-error and ECE have no
 scikit-learn counterpart.
+
+Instance metrics (``instance_accuracy``, ``macro_f1``,
+``expected_calibration_error``) take B true-label arrays (n_b,) in which -1
+marks an unlabelled instance (half the HJA birdsong segments): those
+instances are left out, and a ValueError says so when none is left.
 """
 
 from __future__ import annotations
@@ -51,23 +56,57 @@ def _truth_and_scores(label_sets, scores) -> tuple[np.ndarray, np.ndarray]:
     return truth, scores
 
 
+UNLABELLED = -1
+"""True instance label of an unlabelled instance: left out of every instance metric."""
+
+
+def labelled_instances(
+    true_labels: Sequence[np.ndarray], other: np.ndarray, what: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(m,) true labels and the m matching rows of ``other`` (n, ...), unlabelled instances removed.
+
+    Args:
+        true_labels: B int arrays (n_b,), class indices or -1 (unlabelled).
+        other: (n, ...) predictions or probability rows, all bags pooled.
+        what: how ``other`` is named in errors.
+    """
+    t = np.concatenate([np.ravel(x) for x in true_labels]) if len(true_labels) else np.zeros(0, np.int64)
+    if other.shape[0] != t.size:
+        raise ValueError(f"{t.size} true instance labels but {other.shape[0]} {what}")
+    if t.size and t.min() < UNLABELLED:
+        raise ValueError(
+            f"true instance labels {np.unique(t[t < UNLABELLED]).tolist()}: use class indices, or "
+            f"{UNLABELLED} for an unlabelled instance"
+        )
+    keep = t != UNLABELLED
+    if not keep.any():
+        raise ValueError(
+            f"no labelled instance to score: all {t.size} true instance labels are {UNLABELLED} (unlabelled)"
+        )
+    return t[keep], other[keep]
+
+
+def _pooled_predictions(predicted: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.ravel(x) for x in predicted]) if len(predicted) else np.zeros(0, np.int64)
+
+
 def instance_accuracy(true_labels: Sequence[np.ndarray], predicted: Sequence[np.ndarray]) -> float:
-    """Fraction of instances whose predicted label equals the true one (all bags pooled)."""
-    t, p = (
-        np.concatenate([np.ravel(x) for x in true_labels]),
-        np.concatenate([np.ravel(x) for x in predicted]),
-    )
-    if t.shape != p.shape:
-        raise ValueError(f"{t.size} true instance labels but {p.size} predictions")
+    """Fraction of labelled instances whose predicted label equals the true one (all bags pooled).
+
+    Args:
+        true_labels: B int arrays (n_b,); -1 (unlabelled) instances are left out.
+        predicted: B int arrays (n_b,) of predicted class indices.
+    """
+    t, p = labelled_instances(true_labels, _pooled_predictions(predicted), "predictions")
     return float(np.mean(t == p))
 
 
 def macro_f1(true_labels: Sequence[np.ndarray], predicted: Sequence[np.ndarray]) -> float:
-    """Instance-level F1 averaged over the classes that occur in truth or prediction."""
-    t, p = (
-        np.concatenate([np.ravel(x) for x in true_labels]),
-        np.concatenate([np.ravel(x) for x in predicted]),
-    )
+    """Instance-level F1 averaged over the classes that occur in truth or prediction.
+
+    Unlabelled instances (true label -1) are left out, as in ``instance_accuracy``.
+    """
+    t, p = labelled_instances(true_labels, _pooled_predictions(predicted), "predictions")
     return float(skm.f1_score(t, p, average="macro", zero_division=0))
 
 
@@ -118,12 +157,16 @@ def expected_calibration_error(
 ) -> float:
     """ECE of the top-label confidence over ``n_bins`` equal-width bins on [0, 1].
 
-    ``sum_bins (n_bin / n) |accuracy_bin - mean confidence_bin|``.
+    ``sum_bins (n_bin / n) |accuracy_bin - mean confidence_bin|``, over the n
+    labelled instances (true label -1: left out).
+
+    Args:
+        true_labels: B int arrays (n_b,), class indices or -1.
+        probabilities: B arrays (n_b, C) of class probabilities.
+        n_bins: number of equal-width confidence bins.
     """
-    t = np.concatenate([np.ravel(x) for x in true_labels])
     p = np.concatenate([np.asarray(x) for x in probabilities], axis=0)
-    if p.shape[0] != t.size:
-        raise ValueError(f"{t.size} true labels but {p.shape[0]} probability rows")
+    t, p = labelled_instances(true_labels, p, "probability rows")
     conf, pred = p.max(axis=1), p.argmax(axis=1)
     bins = np.minimum((conf * n_bins).astype(int), n_bins - 1)
     ece = 0.0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
-from .metrics import equal_tailed_interval, expected_calibration_error
+from .metrics import equal_tailed_interval, expected_calibration_error, labelled_instances
 
 if TYPE_CHECKING:
     import arviz as az
@@ -29,7 +29,7 @@ TABLE_COLUMNS = ("bin_lower", "bin_upper", "count", "mean_confidence", "accuracy
 def _pooled(
     instance_labels: Sequence[np.ndarray], proba: Sequence[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(n,) true labels and (n, C) probabilities, all bags pooled, with matching lengths checked."""
+    """(m,) true labels and (m, C) probabilities of the labelled instances (not -1), all bags pooled."""
     t = np.concatenate([np.ravel(y) for y in instance_labels])
     p = np.concatenate([np.asarray(x, dtype=float) for x in proba], axis=0)
     if p.ndim != 2 or p.shape[0] != t.size:
@@ -37,7 +37,7 @@ def _pooled(
             f"{t.size} instance labels but probabilities of shape {p.shape}: pass one (n_b, C) array "
             "per bag, in the same bag order as the labels"
         )
-    return t, p
+    return labelled_instances(instance_labels, p, "probability rows")  # as the ECE counts them
 
 
 def reliability_table(

@@ -2,7 +2,10 @@
 
 * ``read_miml_arff``: relational ARFF (MIML / Mulan style), optionally with
   a Mulan XML file naming the labels (``arff``);
-* ``read_bag_csv``: the HJA three-file bag CSV layout (``bag_csv``);
+* ``read_bag_csv``: the HJA bag CSV layout, as published: features, bag
+  labels, instance labels (-1: unlabelled) and an ``id<TAB>name`` class-names
+  file (``read_class_names``), class ids mapped to indices by one documented
+  rule (``bag_csv``);
 * ``read_bag_npz``: one ``.npz`` archive of named arrays, the command
   line's data files (``npz``).
 
@@ -13,7 +16,7 @@ format.
 """
 
 from .arff import read_miml_arff
-from .bag_csv import read_bag_csv
+from .bag_csv import read_bag_csv, read_class_names
 from .npz import read_bag_npz
 
-__all__ = ["read_bag_csv", "read_bag_npz", "read_miml_arff"]
+__all__ = ["read_bag_csv", "read_bag_npz", "read_class_names", "read_miml_arff"]

@@ -17,7 +17,10 @@
     b2,"1,2",0,1                     (quote with ' or "; instances are
                                      separated by the two characters \\n)
 
-One data row per bag; values are separated by commas. A bag needs at least
+One data row per bag; values are separated by commas. A nominal id
+attribute declares the bags: every declared id needs its row, so a file cut
+short (at a row boundary, where nothing else looks wrong) is an error naming
+both counts; a string id declares no count. A bag needs at least
 one instance and every instance exactly one value per feature. Labels may
 instead be named by a Mulan XML file
 (``<labels xmlns="http://mulan.sourceforge.net/labels"><label name="label1"/>...``);
@@ -101,7 +104,25 @@ def read_miml_arff(arff_path: str | Path, xml_path: str | Path | None = None) ->
         table, _ = arff.loadarff(io.StringIO(text))
     except (ValueError, IndexError, arff.ArffError, NotImplementedError) as e:
         raise _locate(path, layout, rows, header, e) from e
-    return _assemble(path, layout, rows, table)
+    data = _assemble(path, layout, rows, table)
+    _check_complete(path, layout, rows)
+    return data
+
+
+def _check_complete(path: Path, layout: _Layout, rows: list[_Row]) -> None:
+    """Every bag a nominal id declares has a row: a truncated file must not pass as a smaller data set."""
+    decl = layout.id_attr
+    declared = list(dict.fromkeys(decl.values))
+    if decl.kind != "nominal" or len(rows) >= len(declared):
+        return
+    read = {r.values[0] for r in rows}
+    missing = [v for v in declared if v not in read]
+    raise ValueError(
+        f"{path}: the bag id attribute {decl.name!r} (line {decl.line}) declares {len(declared)} bags, but "
+        f"the @data section holds {len(rows)}; is the file cut short? Bags without a row: {missing[:10]}"
+        f"{' ...' if len(missing) > 10 else ''}. Restore the complete file, or remove those ids from the "
+        "declaration"
+    )
 
 
 def _layout(path: Path, attrs: list[Attr], xml: Path | None) -> _Layout:

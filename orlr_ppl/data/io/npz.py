@@ -10,7 +10,8 @@ and read without pickle::
     bag_labels        (B, C) 0/1      optional: row b is the label set of the
                                       b-th bag in order of first appearance
     instance_labels   (n,)   int      optional: hidden instance labels, in
-                                      [0, C), for evaluation only
+                                      [0, C) or -1 (unlabelled), for
+                                      evaluation only
 
 Bags are taken in order of first appearance in ``bag_ids``, whose values
 become the bags' ids. Without ``bag_labels`` the bags have no label sets
@@ -143,7 +144,7 @@ def _bag_labels(path: Path, y: np.ndarray, n_bags: int) -> np.ndarray:
 
 
 def _instance_labels(path: Path, lab: np.ndarray, n: int) -> np.ndarray:
-    """(n,) int64 instance labels, each a class index >= 0."""
+    """(n,) int64 instance labels, each a class index >= 0 or -1 (an unlabelled instance)."""
     if lab.shape != (n,):
         raise ValueError(
             f"{path}: array 'instance_labels' has shape {lab.shape}, expected ({n},): one label per row "
@@ -154,6 +155,9 @@ def _instance_labels(path: Path, lab: np.ndarray, n: int) -> np.ndarray:
     )
     if not whole:
         raise ValueError(f"{path}: array 'instance_labels' must hold integer class indices, got {lab.dtype}")
-    if lab.size and lab.min() < 0:
-        raise ValueError(f"{path}: array 'instance_labels' holds a negative class {int(lab.min())}")
+    if lab.size and lab.min() < -1:
+        raise ValueError(
+            f"{path}: array 'instance_labels' holds class {int(lab.min())}: use class indices >= 0, "
+            "or -1 for an unlabelled instance"
+        )
     return lab.astype(np.int64)

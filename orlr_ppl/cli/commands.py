@@ -1,0 +1,255 @@
+"""The subcommands: ``demo``, ``fit``, ``predict``, ``evaluate --model`` and ``info``.
+
+Each takes the parsed arguments and returns the exit code; a ``ValueError``
+from anywhere below becomes one line and exit code 2 (``main``). Heavy
+imports happen inside the commands, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .sources import load_dataset, read_data
+
+if TYPE_CHECKING:
+    from ..data import MIMLData
+
+
+def prior_scale(value: float) -> float | None:
+    """``--prior-scale``: a sd, or None (no prior: plain maximum likelihood) for values <= 0."""
+    return None if value <= 0 else float(value)
+
+
+def estimator_from_args(args: argparse.Namespace, method: str | None = None):
+    """The ``ORLR`` that ``fit``/``demo``/the comparison's ORLR-NUTS describe with their options."""
+    from ..estimators import ORLR
+
+    return ORLR(
+        method=method or args.method,
+        prior_scale=prior_scale(args.prior_scale),
+        max_iter=getattr(args, "max_iter", None),
+        num_warmup=args.num_warmup,
+        num_samples=args.num_samples,
+        num_chains=args.num_chains,
+        max_num_samples=args.max_num_samples,
+        progress_bar=not args.quiet,
+        random_state=args.seed,
+    )
+
+
+def fit_quietly(model: Any, *fit_args: Any) -> Any:
+    """``model.fit(*fit_args)`` with its ``ConvergenceWarning`` held back.
+
+    The command line reports the fit's problems itself, as ``warning: ...``
+    lines (``warn_lines``), rather than as a Python warning with a source line.
+    """
+    from ..inference.diagnostics import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(*fit_args)
+
+
+def warn_lines(problems: Sequence[str], prefix: str = "") -> None:
+    for problem in problems:
+        print(f"warning: {prefix}{problem}", file=sys.stderr)
+
+
+def report(model, data: MIMLData) -> dict[str, float]:
+    """Instance- and bag-level metrics of ``model`` on ``data`` (unlabelled instances, -1, are skipped)."""
+    from ..evaluation import metrics
+
+    out: dict[str, float] = {}
+    if data.instance_labels is not None:
+        proba = model.predict_proba(data)
+        predicted = [p.argmax(1) for p in proba]
+        out["instance_accuracy_inductive"] = metrics.instance_accuracy(data.instance_labels, predicted)
+        out["ece_inductive"] = metrics.expected_calibration_error(data.instance_labels, proba)
+        out["macro_f1_inductive"] = metrics.macro_f1(data.instance_labels, predicted)
+        if data.label_sets is not None:
+            out["instance_accuracy_transductive"] = metrics.instance_accuracy(
+                data.instance_labels, model.predict(data, data.label_sets)
+            )
+    if data.label_sets is not None:
+        scores = model.bag_scores(data)
+        out["hamming_loss"] = metrics.hamming_loss(data.label_sets, model.predict_bags(data))
+        out["ranking_loss"] = metrics.ranking_loss(data.label_sets, scores)
+        out["one_error"] = metrics.one_error(data.label_sets, scores)
+        out["coverage"] = metrics.coverage(data.label_sets, scores)
+        out["average_precision"] = metrics.average_precision(data.label_sets, scores)
+    return out
+
+
+def demo(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..data.datasets import make_miml_digits
+    from ..evaluation import metrics
+    from ..inference.inference_data import summary
+
+    steps = tqdm(total=4, desc="demo", disable=args.quiet, file=sys.stderr)
+    # Disjoint image pools: the inductive accuracy is on digits the models never saw.
+    train = make_miml_digits(args.n_bags, seed=args.seed, split="train")
+    test = make_miml_digits(max(args.n_bags // 3, 1), seed=args.seed + 1, split="test")
+    out = Path(args.out)
+    _refuse_overwrite([out / "em", out / "nuts"], args.force)
+    steps.set_postfix_str("EM")
+    steps.update()
+    t0 = time.perf_counter()
+    em = fit_quietly(estimator_from_args(args, "em"), train)
+    t_em = time.perf_counter() - t0
+    steps.set_postfix_str("NUTS")
+    steps.update()
+    t0 = time.perf_counter()
+    nuts = fit_quietly(estimator_from_args(args, "nuts"), train)
+    t_nuts = time.perf_counter() - t0
+    steps.update()
+    rows = []
+    for name, model in (("EM/MAP", em), ("NUTS posterior mean", nuts)):
+        proba = model.predict_proba(test)
+        rows.append(
+            (
+                name,
+                metrics.instance_accuracy(test.instance_labels, [p.argmax(1) for p in proba]),
+                metrics.instance_accuracy(train.instance_labels, model.predict(train, train.label_sets)),
+                metrics.expected_calibration_error(test.instance_labels, proba),
+            )
+        )
+    em.save(out / "em", overwrite=args.force)
+    nuts.save(out / "nuts", overwrite=args.force)
+    steps.update()
+    steps.close()
+    table = summary(nuts.posterior_)
+    print(
+        f"MIML digits: {len(train.bags)} training bags ({train.n_instances} instances), "
+        f"{len(test.bags)} test bags, 10 classes"
+    )
+    print(
+        f"EM: {em.n_iter_} iterations in {t_em:.1f}s; NUTS: {args.num_chains} chains x "
+        f"({args.num_warmup} warmup + {args.num_samples} draws) in {t_nuts:.1f}s, "
+        f"max R-hat {table['r_hat'].max():.3f}, min bulk ESS {table['ess_bulk'].min():.0f}"
+    )
+    print(f"{'model':<22}{'inductive acc':>15}{'transductive acc':>18}{'ECE':>8}")
+    for name, ind, trans, ece in rows:
+        print(f"{name:<22}{ind:>15.3f}{trans:>18.3f}{ece:>8.3f}")
+    print(f"saved: {out / 'em'}, {out / 'nuts'}")
+    warn_lines(em.diagnostics().problems)  # its sentence starts "EM stopped after ..."
+    warn_lines(nuts.diagnostics().problems, prefix="NUTS: ")
+    return 0
+
+
+def _refuse_overwrite(folders: Sequence[Path], force: bool) -> None:
+    """Say before a long fit, not after it, that its save would overwrite a model."""
+    taken = [str(f) for f in folders if (f / "metadata.json").exists() or (f / "params.npz").exists()]
+    if taken and not force:
+        raise ValueError(f"{', '.join(taken)} already hold(s) a saved model: pass --force to overwrite")
+
+
+def fittable(data: MIMLData, args: argparse.Namespace) -> MIMLData:
+    """``data`` checked for bags the union model cannot explain; with ``--drop-impossible`` without them."""
+    if data.label_sets is None:
+        raise ValueError("fitting needs bag labels, and these data have none")
+    if not getattr(args, "drop_impossible", False):
+        try:
+            data.check_fittable()
+        except ValueError as err:
+            raise ValueError(f"{err} (on the command line: --drop-impossible)") from None
+        return data
+    clean, dropped = data.drop_impossible()
+    if dropped:
+        ids = [str(data.bag_ids[b]) for b in dropped]
+        print(
+            f"warning: left out {len(dropped)} bag(s) the union model cannot explain: {ids}", file=sys.stderr
+        )
+    return clean
+
+
+def fit(args: argparse.Namespace) -> int:
+    data = fittable(load_dataset(args), args)
+    model = estimator_from_args(args)
+    folder = Path("models") / f"orlr-{args.method}" if args.out is None else Path(args.out)
+    _refuse_overwrite([folder], args.force)
+    model = fit_quietly(model, data)
+    folder = model.save(folder, overwrite=args.force)
+    print(
+        f"fitted ORLR ({args.method}) on {data.n_bags} bags ({data.n_instances} instances); saved to {folder}"
+    )
+    diagnostics = model.diagnostics()
+    print("\n".join(diagnostics.summary_lines()))
+    # A fit that ran but did not converge still succeeds (exit 0): its problems are warnings.
+    warn_lines(diagnostics.problems)
+    return 0
+
+
+def _load_model(path: str):
+    from ..estimators import ORLR
+
+    return ORLR.load(path)
+
+
+def _class_names(model, data: MIMLData) -> list[str]:
+    """The model's class names, after checking that the data's (if they have their own) agree."""
+    names = list(getattr(model, "class_names_", None) or [str(c) for c in range(model.n_classes_)])
+    default = [str(c) for c in range(data.n_classes)]
+    if list(data.class_names) != default and list(data.class_names) != names:
+        raise ValueError(
+            f"the data's classes {data.class_names} are not the model's {names}: "
+            "predict with data labelled in the model's classes"
+        )
+    return names
+
+
+def predict(args: argparse.Namespace) -> int:
+    model = _load_model(args.model)
+    data = load_dataset(args, split="test")
+    names = _class_names(model, data)
+    if args.transductive and data.label_sets is None:
+        raise ValueError("--transductive needs the bags' label sets, and these data have none")
+    proba = model.predict_proba(data, data.label_sets if args.transductive else None)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["bag_id", "instance", "label", *[f"p({n})" for n in names]])
+    n_rows = 0
+    for bag_id, p in zip(data.bag_ids, proba):
+        for i, row in enumerate(p):
+            writer.writerow([bag_id, i, names[int(row.argmax())], *[f"{v:.6g}" for v in row]])
+            n_rows += 1
+    if args.out:
+        Path(args.out).write_text(buffer.getvalue())
+        print(f"wrote {n_rows} instance predictions of {data.n_bags} bags to {args.out}")
+    else:
+        sys.stdout.write(buffer.getvalue())
+    return 0
+
+
+def evaluate_model(args: argparse.Namespace) -> int:
+    model = _load_model(args.model)
+    data = load_dataset(args, split="test")
+    _class_names(model, data)
+    result = report(model, data)
+    if not result:
+        raise ValueError("these data have neither instance labels nor bag label sets: nothing to score")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for k, v in result.items():
+            print(f"{k:<34}{v:.4f}")
+    return 0
+
+
+def info(args: argparse.Namespace) -> int:
+    from ..data.summary import summarize
+
+    data = read_data(args.path, args.xml)
+    print(f"{args.path}: {data!r}")
+    print("\n".join(summarize(data).lines()))
+    return 0

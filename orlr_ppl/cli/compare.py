@@ -1,0 +1,92 @@
+"""``orlr-ppl evaluate`` without ``--model``: the cross-validated comparison of every method."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from .commands import estimator_from_args, fittable
+from .sources import load_dataset
+
+COMPARED = ("orlr-em", "orlr-nuts", "softmax", "majority", "sim")
+"""``--methods`` names, in the order the table lists them."""
+
+
+def chosen_methods(text: str) -> list[str]:
+    """``--methods``' comma list, checked: unknown names and an empty list are errors."""
+    chosen = [m.strip() for m in text.split(",") if m.strip()]
+    if not chosen:
+        raise ValueError(f"--methods is empty: choose one or more of {','.join(COMPARED)}")
+    unknown = sorted(set(chosen) - set(COMPARED))
+    if unknown:
+        raise ValueError(f"--methods: unknown {unknown}; choose from {','.join(COMPARED)}")
+    return chosen
+
+
+def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
+    """Display name -> a factory of a fresh, unfitted model, for each chosen method."""
+    from ..estimators import ORLR, SIM, MajorityClass, SoftmaxRegression
+
+    chosen = chosen_methods(args.methods)
+    factories = {
+        # As published: 50 EM iterations, plain maximum likelihood.
+        "orlr-em": (
+            "ORLR-EM",
+            lambda: ORLR(
+                method="em", prior_scale=None, intercept_scale=None, max_iter=50, m_steps=args.em_m_steps
+            ),
+        ),
+        "orlr-nuts": ("ORLR-NUTS", lambda: estimator_from_args(args, "nuts")),
+        "softmax": ("SoftmaxRegression", lambda: SoftmaxRegression()),
+        "majority": ("MajorityClass", lambda: MajorityClass()),
+        "sim": ("SIM", lambda: SIM(random_state=args.seed)),
+    }
+    return dict(factories[m] for m in COMPARED if m in chosen)
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Cross-validated comparison (``evaluate`` without ``--model``)."""
+    from tqdm import tqdm
+
+    from ..data.datasets import published_figures
+    from ..evaluation.cross_validation import cross_validate
+
+    models = compared_models(args)  # checked before the data are read
+    data = load_dataset(args)
+    if data.instance_labels is None:
+        raise ValueError("a comparison needs instance labels in the data (to score the predictions)")
+    data = fittable(data, args)
+    bar = tqdm(
+        total=args.folds * len(models), desc=f"{args.protocol} CV", disable=args.quiet, file=sys.stderr
+    )
+
+    def step(name: str, fold: int) -> None:
+        bar.set_postfix_str(f"fold {fold + 1}: {name}")
+        bar.update()
+
+    result = cross_validate(data, models, args.protocol, args.folds, args.seed, on_fold=step)
+    bar.close()
+    name = _dataset_name(args)
+    wanted = ("inductive", "transductive") if args.protocol == "both" else (args.protocol,)
+    published = {p: published_figures(name, p) for p in wanted}
+    if args.json:
+        print(json.dumps({"dataset": name, **result.to_json(), "published": published}, indent=2))
+        return 0
+    print(f"{name}: {data!r}")
+    print(
+        f"{args.folds}-fold {args.protocol} (seed {args.seed}); instance accuracy in %, mean ± sd over folds"
+    )
+    print(result.table())
+    for protocol, figures in published.items():
+        if figures:
+            print(f"published {protocol} accuracy (%): " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    return 0
+
+
+def _dataset_name(args: argparse.Namespace) -> str:
+    """The dataset's name as ``published_figures`` knows it (HJA by version), or the data path."""
+    if args.dataset == "hja":
+        return "hja-union" if args.version == "union" else "hja"
+    return args.dataset or str(args.data)

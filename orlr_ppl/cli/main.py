@@ -1,0 +1,199 @@
+"""``orlr-ppl``'s argument parser and entry point."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .._version import __version__
+from . import commands
+from .compare import COMPARED, compare
+
+DEMO_DIR = Path("models") / "demo"
+
+FORMATS = """data formats (--data PATH, read by what PATH is; relative paths are from the current directory):
+  *.arff      MIML relational ARFF: bag id, relational bag, one {0,1} attribute per label; its Mulan
+              XML label file is --xml, or FILE.xml beside FILE.arff
+  folder      the HJA birdsong layout as published: <prefix>_features.txt (bag id, features per
+              segment), <prefix>_bag_labels.txt (bag id, class ids), optional
+              <prefix>_instance_labels.txt (bag id, class id; -1 = unlabelled) and
+              <prefix>_class_names.txt (id<TAB>name); or any one of those files
+  *.npz       bag archive: features (n, d), bag_ids (n,), optional bag_labels (B, C) 0/1 and
+              instance_labels (n,)
+named datasets (--dataset): digits (embedded), letter-frost (UCI letter-recognition.data,
+  --uci-path), hja (the published folder, --hja-path); their files are looked for in
+  $ORLR_PPL_DATA, then in ../shared/data beside the package's checkout and the current directory."""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's layout and shows each option's default where its help does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if "default" in text or "None:" in text or unset:
+            return text
+        if action.option_strings and action.nargs != 0:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+    return sub.add_parser(name, formatter_class=_HelpFormatter, **kwargs)
+
+
+def _add_data_args(p: argparse.ArgumentParser, n_bags: int, split: str) -> None:
+    p.add_argument("--data", help="data file or folder (formats: `orlr-ppl --help`)")
+    p.add_argument("--xml", help="Mulan XML label file of an ARFF --data (default: FILE.xml beside it)")
+    p.add_argument(
+        "--dataset", choices=["digits", "letter-frost", "hja"], help="a named dataset instead of --data"
+    )
+    p.add_argument(
+        "--n-bags", type=int, default=n_bags, help=f"bags of --dataset digits ({split} image pool)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the digits bags, folds and samplers")
+    p.add_argument(
+        "--uci-path", help="UCI letter-recognition.data for --dataset letter-frost (default: searched)"
+    )
+    p.add_argument(
+        "--hja-path", help="folder of the published HJA files for --dataset hja (default: searched)"
+    )
+    p.add_argument(
+        "--version",
+        choices=["original", "union"],
+        default="original",
+        help="--dataset hja: the published bag labels, or each bag relabelled by the union of its "
+        "segments' labels (the paper's HJA union)",
+    )
+    p.add_argument(
+        "--drop-impossible",
+        action="store_true",
+        help="leave out, and name, the bags the union model cannot explain (fewer instances than "
+        "labels, an empty label set); without it they are an error",
+    )
+    p.add_argument(
+        "--segments",
+        choices=["labelled", "all"],
+        default="labelled",
+        help="--dataset hja: the 4,998 labelled segments (the paper's protocol) or all 10,232",
+    )
+
+
+def _add_fit_args(
+    p: argparse.ArgumentParser,
+    num_warmup: int = 300,
+    num_samples: int = 1000,
+    num_chains: int = 4,
+    max_num_samples: int | None = None,
+) -> None:
+    """Fit options; the NUTS defaults are ``ORLR``'s (4 chains of 300 warmup + 1,000 draws, up to 2,000)."""
+    p.add_argument("--prior-scale", type=float, default=1.0, help="sd of the weight prior (<= 0: no prior)")
+    p.add_argument(
+        "--max-iter", type=int, default=None, help="EM / L-BFGS iterations (None: 50 for EM, 500 for MAP)"
+    )
+    p.add_argument("--num-warmup", type=int, default=num_warmup, help="NUTS warmup iterations per chain")
+    p.add_argument("--num-samples", type=int, default=num_samples, help="NUTS draws per chain")
+    p.add_argument("--num-chains", type=int, default=num_chains, help="NUTS chains")
+    p.add_argument(
+        "--max-num-samples",
+        type=int,
+        default=max_num_samples,
+        help="NUTS draws per chain at most: unconverged chains go on up to this many "
+        "(None: twice --num-samples; <= --num-samples: never)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orlr-ppl",
+        description="Instance annotation from bag labels with the ORed-logistic model.",
+        epilog=FORMATS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"orlr-ppl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = _parser(sub, "demo", help="fit EM and NUTS on embedded MIML digits; compare MAP and posterior")
+    demo.add_argument("--n-bags", type=int, default=200, help="training bags (test bags: a third as many)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the bags and the sampler")
+    demo.add_argument("--out", default=str(DEMO_DIR), help="folder for the two saved models (em/, nuts/)")
+    demo.add_argument("--force", action="store_true", help="overwrite models already saved there")
+    _add_fit_args(demo, num_warmup=200, num_samples=200, num_chains=2, max_num_samples=0)
+    demo.set_defaults(func=commands.demo)
+
+    fit = _parser(sub, "fit", help="fit ORLR and save it")
+    _add_data_args(fit, n_bags=300, split="train")
+    _add_fit_args(fit)
+    fit.add_argument("--method", choices=["em", "map", "nuts", "svi"], default="em", help="inference method")
+    fit.add_argument("--out", default=None, help="model folder (default: models/orlr-<method>)")
+    fit.add_argument("--force", action="store_true", help="overwrite a model already saved in --out")
+    fit.set_defaults(func=commands.fit)
+
+    pred = _parser(sub, "predict", help="instance labels and probabilities from a saved model (CSV)")
+    pred.add_argument("--model", required=True, help="saved model folder")
+    _add_data_args(pred, n_bags=100, split="test")
+    pred.add_argument("--transductive", action="store_true", help="condition on the bags' label sets")
+    pred.add_argument("--out", help="CSV file (default: stdout)")
+    pred.set_defaults(func=commands.predict)
+
+    ev = _parser(
+        sub,
+        "evaluate",
+        help="metrics of a saved model (--model), or a cross-validated comparison of the methods",
+        description="With --model: instance and bag metrics of a saved model on --data/--dataset. "
+        "Without: K-fold comparison of ORLR-EM, ORLR-NUTS, SoftmaxRegression, MajorityClass and SIM "
+        "(e.g. --dataset letter-frost --protocol inductive --folds 10).",
+    )
+    ev.add_argument("--model", help="saved model folder (without it: a cross-validated comparison)")
+    _add_data_args(ev, n_bags=300, split="test with --model, train for a comparison")
+    ev.add_argument(
+        "--protocol",
+        choices=["inductive", "transductive", "both"],
+        default="inductive",
+        help="instance accuracy on the held-out bags (inductive), or on the training bags given their "
+        "label sets (transductive); both come from the same fits",
+    )
+    ev.add_argument("--folds", type=int, default=10, help="bag-level folds")
+    ev.add_argument("--methods", default=",".join(COMPARED), help="comma list of methods to compare")
+    ev.add_argument(
+        "--em-m-steps", type=int, default=1, help="ORLR-EM gradient steps per M-step (1: classic GEM)"
+    )
+    ev.add_argument(
+        "--prior-scale", type=float, default=1.0, help="ORLR-NUTS weight prior sd (<= 0: no prior)"
+    )
+    ev.add_argument("--num-warmup", type=int, default=100, help="ORLR-NUTS warmup per chain")
+    ev.add_argument("--num-samples", type=int, default=100, help="ORLR-NUTS draws per chain")
+    ev.add_argument("--num-chains", type=int, default=2, help="ORLR-NUTS chains")
+    ev.add_argument(
+        "--max-num-samples",
+        type=int,
+        default=0,
+        help="ORLR-NUTS draws per chain at most: unconverged chains go on up to this many (0: never)",
+    )
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.add_argument("--json", action="store_true", help="print JSON")
+    ev.set_defaults(func=lambda a: commands.evaluate_model(a) if a.model else compare(a))
+
+    info = _parser(
+        sub, "info", help="what a data file holds: bags, classes, unlabelled instances, union checks"
+    )
+    info.add_argument("path", help="data file or folder (formats: `orlr-ppl --help`)")
+    info.add_argument("--xml", help="Mulan XML label file of an ARFF (default: FILE.xml beside it)")
+    info.set_defaults(func=commands.info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ..compilation_cache import enable_compilation_cache
+
+    # A second run loads the compiled programs instead of compiling them again.
+    enable_compilation_cache()
+    try:
+        return args.func(args)
+    except ValueError as err:
+        print(f"orlr-ppl {args.command}: error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,214 @@
+"""Reading and writing a saved model's files, every failure a ValueError that names the file.
+
+A model folder holds ``metadata.json`` (the estimator, its parameters and
+fitted scalars), ``params.npz`` (the fitted arrays, read without pickle) and,
+for a posterior, ``posterior.nc``. A damaged file (truncated, emptied,
+overwritten with something else, edited by hand) is reported with its path and
+what to do, never as a ``KeyError`` or ``UnicodeDecodeError`` from deep
+inside; ``ValueError`` is what the command line catches. The class-specific
+steps (which class, which parameters, which shapes) stay in ``base``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable, Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from .._version import __version__
+
+MODEL_FILES = ("metadata.json", "params.npz", "posterior.nc")
+"""The files ``save`` writes: a folder holding any of them holds a model."""
+
+READ_ERRORS = (
+    OSError,
+    ValueError,
+    EOFError,
+    KeyError,
+    zipfile.BadZipFile,
+    zlib.error,
+    struct.error,
+    RuntimeError,
+)
+"""What NumPy, ``zipfile`` and ``zlib`` raise on a damaged ``.npz`` (they agree on no one type)."""
+
+REQUIRED_KEYS = {"package": str, "estimator": str, "params": dict, "n_classes": int, "n_features": int}
+OPTIONAL_KEYS = {
+    "version": str,
+    "training_data": dict,
+    "class_names": list,
+    "feature_names": list,
+    "fitted": dict,
+}
+"""The keys of ``metadata.json`` and their JSON types (optional ones may also be null)."""
+
+FIX = "re-save the model with orlr-ppl (or restore the file from a backup)"
+
+
+# -- writing -------------------------------------------------------------------
+
+
+def prepare_folder(folder: Path, overwrite: bool) -> None:
+    """Create ``folder``; refuse one that already holds a model unless ``overwrite``."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file, not a folder: choose a folder to save the model in")
+    existing = [name for name in MODEL_FILES if (folder / name).exists()]
+    if existing and not overwrite:
+        raise ValueError(
+            f"{folder} already holds a saved model ({', '.join(existing)}): pass overwrite=True to replace "
+            "it (--force on the command line), or choose another folder"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def write_atomically(target: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write through a temporary file in the same folder, then rename it over ``target``.
+
+    A save that fails half-way (full disk, interrupted) leaves the old file
+    whole, never a truncated one.
+    """
+    tmp = target.with_name(f".{target.stem}.tmp{target.suffix}")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_arrays(target: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """``params.npz``: plain numeric arrays (so ``load`` needs no pickle)."""
+    write_atomically(target, lambda fh: np.savez(fh, **arrays))
+
+
+def write_metadata(target: Path, meta: Mapping[str, Any]) -> None:
+    text = json.dumps(meta, indent=2, default=_json_default)
+    write_atomically(target, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot store {type(obj).__name__} in JSON")
+
+
+def check_finite(arrays: Mapping[str, np.ndarray], where: str, fix: str) -> None:
+    """Every array numeric, and every float array finite; ``where`` and ``fix`` go in the message."""
+    for name, a in arrays.items():
+        if a.dtype.kind not in "biuf":
+            raise ValueError(f"{where}: array {name!r} has dtype {a.dtype}, not numbers: {fix}")
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            n_bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+            raise ValueError(f"{where}: array {name!r} holds {n_bad} NaN or infinite value(s): {fix}")
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def read_metadata(folder: Path, estimators: Collection[str]) -> tuple[dict[str, Any], Path, Path]:
+    """``(metadata, metadata.json path, params.npz path)``, the metadata checked key by key.
+
+    ``estimators`` are the class names a folder may hold.
+    """
+    meta_file, param_file = folder / "metadata.json", folder / "params.npz"
+    for f in (meta_file, param_file):
+        if not f.is_file():
+            raise ValueError(f"{f} is missing: is {folder} a saved orlr-ppl model folder?")
+    try:
+        text = meta_file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{meta_file} is not UTF-8 text (binary or corrupt): {FIX}") from err
+    except OSError as err:
+        raise ValueError(f"{meta_file} cannot be read: {err}") from err
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{meta_file} is not valid JSON (truncated?): {err}; {FIX}") from err
+    if not isinstance(meta, dict):
+        raise ValueError(f"{meta_file} holds a JSON {type(meta).__name__}, not an object: {FIX}")
+    name = meta.get("estimator")
+    if meta.get("package") != "orlr-ppl" or not isinstance(name, str) or name not in estimators:
+        raise ValueError(f"{meta_file} does not describe an orlr-ppl estimator")
+    check_metadata(meta, meta_file)
+    return meta, meta_file, param_file
+
+
+def check_metadata(meta: Mapping[str, Any], meta_file: Path) -> None:
+    """Raise for a missing key, a value of the wrong JSON type, or names that disagree with the counts."""
+    for key, kind in {**REQUIRED_KEYS, **OPTIONAL_KEYS}.items():
+        if key not in meta:
+            if key in REQUIRED_KEYS:
+                raise ValueError(f"{meta_file} has no {key!r} entry: {FIX}")
+            continue
+        value = meta[key]
+        ok = (value is None and key in OPTIONAL_KEYS) or (
+            isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        )
+        if not ok:
+            raise ValueError(f"{meta_file}: {key!r} is {value!r}, expected a JSON {_json_name(kind)}: {FIX}")
+    for key in ("n_classes", "n_features"):
+        if meta[key] < 1:
+            raise ValueError(f"{meta_file}: {key!r} is {meta[key]}, expected a positive integer: {FIX}")
+    for key, count in (("class_names", "n_classes"), ("feature_names", "n_features")):
+        names = meta.get(key)
+        if names is not None and (len(names) != meta[count] or not all(isinstance(n, str) for n in names)):
+            raise ValueError(f"{meta_file}: {key!r} must be {meta[count]} strings ({count}): {FIX}")
+    for name in meta.get("fitted") or {}:
+        # Set as attributes by load: only fitted-attribute names, never a method or a private field.
+        if not (name.isidentifier() and name.endswith("_") and not name.startswith("_")):
+            raise ValueError(
+                f"{meta_file}: 'fitted' holds {name!r}, which is no fitted attribute name: {FIX}"
+            )
+
+
+def _json_name(kind: type) -> str:
+    return {str: "string", dict: "object", int: "integer", list: "list"}[kind]
+
+
+def saved_params(meta: Mapping[str, Any], allowed: Collection[str], meta_file: Path) -> dict[str, Any]:
+    """The constructor arguments in ``metadata.json``, refusing one the estimator does not take.
+
+    A folder saved before ``standardize`` existed holds a model fitted on raw
+    features: it is rebuilt with ``standardize=False``, which is what it did.
+    """
+    params = dict(meta["params"])
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"{meta_file}: 'params' holds {unknown}, which {meta['estimator']} does not take (the model "
+            f"was saved by orlr-ppl {meta.get('version', '?')}; this is {__version__}): remove them from "
+            "the file, or re-fit and save the model with this version"
+        )
+    if "standardize" in allowed and "standardize" not in params:
+        params["standardize"] = False
+    return params
+
+
+def read_arrays(
+    param_file: Path, required: Iterable[str], optional: Iterable[str] = ()
+) -> dict[str, np.ndarray]:
+    """The ``required`` arrays of ``params.npz``, and those of ``optional`` it holds (read without pickle)."""
+    required, optional = list(required), list(optional)
+    try:
+        archive = np.load(param_file, allow_pickle=False)
+    except READ_ERRORS as err:
+        raise ValueError(
+            f"{param_file} is unreadable (empty, truncated, or not an .npz archive): {err}; {FIX}"
+        ) from err
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValueError(f"{param_file} is unreadable: it holds one .npy array, not an .npz archive; {FIX}")
+    with archive:
+        missing = [k for k in required if k not in archive.files]
+        if missing:
+            raise ValueError(f"{param_file} is incomplete: it has no array(s) {missing}; {FIX}")
+        try:
+            return {k: np.asarray(archive[k]) for k in required + optional if k in archive.files}
+        except READ_ERRORS as err:
+            raise ValueError(f"{param_file} is unreadable (truncated or corrupt): {err}; {FIX}") from err
