@@ -331,6 +331,8 @@ def test_hja_comparison_names_the_bags_it_cannot_fit(capsys):
     assert "left out 1 bag(s) the union model cannot explain: ['219']" in err
     assert "547 bags, 4996 instances" in out
     assert "published inductive accuracy (%): ORLR-EM 69.1 ± 4.7" in out
+    assert main(args + ["--drop-impossible", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dropped_bags"] == ["219"]
     union = args[:6] + ["union"] + args[7:]
     assert main(union) == 0
     assert "ORLR-EM 72.3 ± 3.8" in capsys.readouterr().out

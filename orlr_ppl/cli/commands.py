@@ -149,13 +149,18 @@ def demo(args: argparse.Namespace) -> int:
 
 def _refuse_overwrite(folders: Sequence[Path], force: bool) -> None:
     """Say before a long fit, not after it, that its save would overwrite a model."""
-    taken = [str(f) for f in folders if (f / "metadata.json").exists() or (f / "params.npz").exists()]
+    from ..estimators.persistence import MODEL_FILES
+
+    taken = [str(f) for f in folders if any((f / name).exists() for name in MODEL_FILES)]
     if taken and not force:
         raise ValueError(f"{', '.join(taken)} already hold(s) a saved model: pass --force to overwrite")
 
 
-def fittable(data: MIMLData, args: argparse.Namespace) -> MIMLData:
-    """``data`` checked for bags the union model cannot explain; with ``--drop-impossible`` without them."""
+def fittable(data: MIMLData, args: argparse.Namespace) -> tuple[MIMLData, list[str]]:
+    """``data`` checked for bags the union model cannot explain; with ``--drop-impossible`` without them.
+
+    Returns the data to fit and the ids of the bags left out (also printed as a warning line).
+    """
     if data.label_sets is None:
         raise ValueError("fitting needs bag labels, and these data have none")
     if not getattr(args, "drop_impossible", False):
@@ -163,18 +168,16 @@ def fittable(data: MIMLData, args: argparse.Namespace) -> MIMLData:
             data.check_fittable()
         except ValueError as err:
             raise ValueError(f"{err} (on the command line: --drop-impossible)") from None
-        return data
+        return data, []
     clean, dropped = data.drop_impossible()
-    if dropped:
-        ids = [str(data.bag_ids[b]) for b in dropped]
-        print(
-            f"warning: left out {len(dropped)} bag(s) the union model cannot explain: {ids}", file=sys.stderr
-        )
-    return clean
+    ids = [str(data.bag_ids[b]) for b in dropped]
+    if ids:
+        print(f"warning: left out {len(ids)} bag(s) the union model cannot explain: {ids}", file=sys.stderr)
+    return clean, ids
 
 
 def fit(args: argparse.Namespace) -> int:
-    data = fittable(load_dataset(args), args)
+    data, _ = fittable(load_dataset(args), args)
     model = estimator_from_args(args)
     folder = Path("models") / f"orlr-{args.method}" if args.out is None else Path(args.out)
     _refuse_overwrite([folder], args.force)

@@ -57,7 +57,7 @@ def compare(args: argparse.Namespace) -> int:
     data = load_dataset(args)
     if data.instance_labels is None:
         raise ValueError("a comparison needs instance labels in the data (to score the predictions)")
-    data = fittable(data, args)
+    data, dropped = fittable(data, args)
     bar = tqdm(
         total=args.folds * len(models), desc=f"{args.protocol} CV", disable=args.quiet, file=sys.stderr
     )
@@ -72,7 +72,8 @@ def compare(args: argparse.Namespace) -> int:
     wanted = ("inductive", "transductive") if args.protocol == "both" else (args.protocol,)
     published = {p: published_figures(name, p) for p in wanted}
     if args.json:
-        print(json.dumps({"dataset": name, **result.to_json(), "published": published}, indent=2))
+        out = {"dataset": name, "dropped_bags": dropped, **result.to_json(), "published": published}
+        print(json.dumps(out, indent=2))
         return 0
     print(f"{name}: {data!r}")
     print(
