@@ -36,7 +36,7 @@ SEGMENTS = ("labelled", "all")
 
 def load_hja(
     folder: str | Path,
-    version: Literal["union", "original"] = "union",
+    version: Literal["original", "union"] = "original",
     segments: Literal["labelled", "all"] = "labelled",
 ) -> MIMLData:
     """The HJA birdsong data set, as the JMLR paper uses it.
@@ -45,7 +45,8 @@ def load_hja(
         folder: the folder holding the four published files (``HJA_FILES``).
         version: which bag label sets:
 
-            * ``"original"``: the published ones (the paper's "HJA");
+            * ``"original"`` (default, as ``orlr-ppl --dataset hja``): the
+              published ones (the paper's "HJA");
             * ``"union"``: each bag's set is the union of its labelled
               segments' species (the paper's "HJA union"). The two differ in
               62 bags (``HJA_UNION_CHANGED``), in each of which the published
