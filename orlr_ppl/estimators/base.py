@@ -30,13 +30,13 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .._version import __version__
+from ..data import UNLABELLED
 from ..data.container import MIMLData
 from ..dp.ragged import instance_posteriors
 from ..dp.validation import check_features, check_label_sets
 from ..evaluation.metrics import instance_accuracy
 from . import persistence
 from .inputs import (
-    UNLABELLED,
     apply_scaling,
     check_instance_labels,
     fit_inputs,

@@ -29,9 +29,6 @@ from sklearn.preprocessing import StandardScaler
 
 from ..data.container import MIMLData
 
-UNLABELLED = -1
-"""Instance label of an unlabelled instance (``MIMLData``'s convention): left out of training."""
-
 NAME, INDEX = "class name", "class index"
 """The two kinds of label (``label_kind``)."""
 

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from sklearn import metrics as skm
 
+from ..data import UNLABELLED  # -1: left out of every instance metric
+
 
 def multi_hot(label_sets: Sequence[Iterable[int]] | np.ndarray, n_classes: int) -> np.ndarray:
     """(B, C) 0/1 int array from label sets (or a 0/1 array, checked)."""
@@ -54,10 +56,6 @@ def _truth_and_scores(label_sets, scores) -> tuple[np.ndarray, np.ndarray]:
     if truth.shape[0] != scores.shape[0]:
         raise ValueError(f"{truth.shape[0]} label sets but {scores.shape[0]} score rows")
     return truth, scores
-
-
-UNLABELLED = -1
-"""True instance label of an unlabelled instance: left out of every instance metric."""
 
 
 def labelled_instances(
