@@ -452,3 +452,23 @@ def test_unlabelled_instances_are_left_out_of_training(cls, data):
         assert partial.score(test.bags, test.instance_labels) > 0.8
     with pytest.raises(ValueError, match=r"all \d+ instance labels are -1 \(unlabelled\)"):
         cls().fit(train.bags, [np.full(len(y), -1) for y in train.instance_labels])
+
+
+def test_pruning_leaves_out_the_costliest_bags_and_says_which(tmp_path):
+    """``prune`` drops the bags with the most DP work, n_b |Y_b| 2^|Y_b|; the fit is that of the rest."""
+    rng = np.random.default_rng(5)
+    sizes = [(3, 1), (6, 3), (2, 2), (8, 1), (5, 3), (4, 2), (7, 2), (3, 3)]  # work 6, 144, 16, 16, 120, ...
+    bags = [rng.normal(size=(n, 3)) for n, _ in sizes]
+    sets = [sorted(rng.choice(4, k, replace=False).tolist()) for _, k in sizes]
+    # Without standardising: the pruned bags' features would still count for the scaling.
+    model = ORLR(method="map", prune=0.25, n_classes=4, standardize=False).fit(bags, sets)
+    assert model.pruned_bags_ == [1, 4]  # the two bags with 3 labels and the most instances
+    keep = [0, 2, 3, 5, 6, 7]
+    alone = ORLR(method="map", n_classes=4, standardize=False)
+    alone.fit([bags[i] for i in keep], [sets[i] for i in keep])
+    np.testing.assert_allclose(model.coef_, alone.coef_, rtol=1e-5, atol=1e-6)
+    assert alone.pruned_bags_ == [] and "prune" in model.get_params()
+    back = ORLR.load(model.save(tmp_path / "m"))
+    assert back.pruned_bags_ == [1, 4] and back.get_params()["prune"] == 0.25
+    with pytest.raises(ValueError, match=r"prune=1.0: give the fraction of bags to leave out, in \[0, 1\)"):
+        ORLR(prune=1.0).fit(bags, sets)

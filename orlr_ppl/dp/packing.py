@@ -46,6 +46,16 @@ def canonical_size(n: int) -> int:
     return top * 3 // 2 if n <= top * 3 // 2 else 2 * top
 
 
+def dp_work(n_instances: Sequence[int], n_labels: Sequence[int]) -> np.ndarray:
+    """(B,) the subset DP's work on each bag: ``n_b * |Y_b| * 2**|Y_b|`` (float, so it cannot overflow).
+
+    What bucketing keeps the total cost to, and what pruning ranks bags by.
+    """
+    n = np.asarray(n_instances, dtype=np.float64)
+    k = np.asarray(n_labels, dtype=np.float64)
+    return n * k * np.exp2(k)
+
+
 def _canonical_shape(n_bags: int, width: int, n_slots: int) -> tuple[int, int]:
     """(bags, instances) of a bucket padded to canonical sizes; see ``CANONICAL_FLOOR_WORK``."""
     bags, width = canonical_size(n_bags), canonical_size(width)

@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from ..dp.packing import pack_bags
+from ..dp.packing import dp_work, pack_bags
 from ..dp.ragged import packed_posteriors
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
@@ -80,6 +80,10 @@ class ORLR(_BagClassifier):
             1) before fitting, and apply the same scaling before every
             prediction. The prior then means the same for every feature
             whatever its units, and the fit no longer depends on them.
+        prune: fraction of the training bags to leave out, those with the
+            most DP work ``n_b * |Y_b| * 2**|Y_b|`` first (the paper's
+            pruning, 6.6.2); their input indices are ``pruned_bags_``. Their
+            features still count for the standardisation.
 
     Labels. ``label_sets`` are one list per bag of class indices or of class
     names (then ``class_names_`` is the sorted names, and predictions are
@@ -87,7 +91,8 @@ class ORLR(_BagClassifier):
     one; its C fixes ``n_classes``).
 
     Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,) (for NUTS/SVI
-    the posterior means), ``n_classes_``, ``n_features_in_``;
+    the posterior means), ``n_classes_``, ``n_features_in_``,
+    ``pruned_bags_`` (sorted input indices of the bags ``prune`` left out);
     ``feature_mean_``, ``feature_scale_`` (d,) the standardisation (zeros
     and ones with ``standardize=False``). The weights (``coef_``,
     ``coef_draws_``, the posterior's ``W``) act on *standardised* features,
@@ -133,6 +138,7 @@ class ORLR(_BagClassifier):
         progress_bar: bool = False,
         random_state: int | None = None,
         standardize: bool = True,
+        prune: float = 0.0,
     ) -> None:
         self.method = method
         self.prior_scale = prior_scale
@@ -156,6 +162,7 @@ class ORLR(_BagClassifier):
         self.progress_bar = progress_bar
         self.random_state = random_state
         self.standardize = standardize
+        self.prune = prune
 
     # -- fitting -----------------------------------------------------------------
 
@@ -171,6 +178,7 @@ class ORLR(_BagClassifier):
             raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
         self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
+        feats, label_sets, self.pruned_bags_ = _pruned(feats, label_sets, self.prune)
         # Point fits are mostly compiling, so they pad to canonical shapes and other folds
         # reuse the program; a sampler runs its gradient thousands of times and packs tight.
         point = self.method in ("em", "map")
@@ -345,9 +353,11 @@ class ORLR(_BagClassifier):
     # -- persistence -----------------------------------------------------------------
 
     def _fitted_metadata(self) -> dict[str, Any]:
+        pruned = {"pruned_bags_": [int(b) for b in getattr(self, "pruned_bags_", [])]}
         if hasattr(self, "posterior_"):
-            return {}
+            return pruned
         return {
+            **pruned,
             "log_posterior_": float(self.log_posterior_),
             "n_iter_": int(self.n_iter_),
             "converged_": bool(self.converged_),
@@ -378,3 +388,23 @@ class ORLR(_BagClassifier):
             self._set_posterior(read_posterior(nc))
             self._diagnostics = None
         super()._check_loaded(param_file)
+
+
+def _pruned(
+    feats: list[np.ndarray], label_sets: list[Any], fraction: float
+) -> tuple[list[np.ndarray], list[Any], list[int]]:
+    """The bags left after pruning (Pham, Raich & Fern, 6.6.2), and the input indices left out.
+
+    The ``floor(fraction * B)`` bags with the most DP work (``dp.packing.dp_work``,
+    ties to the earlier bag) are left out: a few bags with many labels can
+    cost more than all the others together.
+    """
+    if not 0.0 <= float(fraction) < 1.0:
+        raise ValueError(f"prune={fraction}: give the fraction of bags to leave out, in [0, 1)")
+    n_out = int(np.floor(float(fraction) * len(feats)))
+    if n_out == 0:
+        return feats, label_sets, []
+    work = dp_work([len(x) for x in feats], [len(set(s)) for s in label_sets])
+    out = np.sort(np.argsort(-work, kind="stable")[:n_out])
+    keep = np.setdiff1d(np.arange(len(feats)), out)
+    return [feats[i] for i in keep], [label_sets[i] for i in keep], out.tolist()
