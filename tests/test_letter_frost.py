@@ -75,3 +75,19 @@ def test_wrong_uci_file_is_named_with_line(tmp_path, edit, match):
 def test_missing_uci_file_says_where_to_get_it(tmp_path):
     with pytest.raises(ValueError, match=r"no such file.*UCI Letter Recognition.*pass its path"):
         load_letter_frost(tmp_path / "nope.data")
+
+
+def test_cross_validation_reuses_compiled_em_across_folds():
+    """Point fits pad to canonical shapes; cross-validation keeps their programs between folds."""
+    from orlr_ppl.data.datasets import make_miml_digits
+    from orlr_ppl.estimators import ORLR
+    from orlr_ppl.evaluation.cross_validation import cross_validate
+    from orlr_ppl.inference import em
+
+    data = make_miml_digits(60, seed=0)
+    model = {"EM": lambda: ORLR(method="em", max_iter=3, tol=0.0)}
+    cross_validate(data, model, "inductive", n_folds=2, seed=0)
+    before = em._em._cache_size()
+    assert before >= 1  # not cleared after the folds
+    cross_validate(data, model, "inductive", n_folds=2, seed=0)  # the same folds: nothing new
+    assert em._em._cache_size() == before
