@@ -160,6 +160,20 @@ class _BagClassifier(BaseEstimator):
         self.feature_mean_, self.feature_scale_ = fit_scaling(feats, self.standardize)
         return apply_scaling(feats, self.feature_mean_, self.feature_scale_)
 
+    def _start_fit(
+        self, bags: Bags, targets: Any, what: str, parse: Any
+    ) -> tuple[list[np.ndarray], Any, int | None]:
+        """Forget the last fit; checked features, targets parsed by ``parse`` (``inputs``), class count.
+
+        ``what`` is "label_sets" or "instance_labels"; named labels set ``class_names_``.
+        """
+        self._forget_fit()
+        bags, targets, n_classes = fit_inputs(self, bags, targets, what)
+        targets, n_classes, names = parse(targets, n_classes)
+        if names is not None:
+            self.class_names_ = names
+        return check_features(bags), targets, n_classes
+
     def _label_set_training_data(
         self, bags: Bags, label_sets: Any
     ) -> tuple[list[np.ndarray], list[Any], int]:
@@ -168,12 +182,7 @@ class _BagClassifier(BaseEstimator):
         Label sets may be index lists, name lists (``class_names_`` becomes
         the sorted names) or a (B, C) 0/1 matrix; see ``inputs``.
         """
-        self._forget_fit()
-        bags, label_sets, n_classes = fit_inputs(self, bags, label_sets, "label_sets")
-        label_sets, n_classes, names = fit_label_sets(label_sets, n_classes)
-        if names is not None:
-            self.class_names_ = names
-        feats = check_features(bags)
+        feats, label_sets, n_classes = self._start_fit(bags, label_sets, "label_sets", fit_label_sets)
         if len(feats) != len(label_sets):
             raise ValueError(f"got {len(feats)} bags but {len(label_sets)} label sets: give one per bag")
         self.training_shape_ = shape_of(feats)
@@ -185,12 +194,9 @@ class _BagClassifier(BaseEstimator):
         Instances labelled -1 (unlabelled) are left out of training (their
         features still count for the standardisation).
         """
-        self._forget_fit()
-        bags, instance_labels, n_classes = fit_inputs(self, bags, instance_labels, "instance_labels")
-        instance_labels, n_classes, names = fit_instance_labels(instance_labels, n_classes)
-        if names is not None:
-            self.class_names_ = names
-        feats = check_features(bags)
+        feats, instance_labels, n_classes = self._start_fit(
+            bags, instance_labels, "instance_labels", fit_instance_labels
+        )
         x, y = flat_instances(self._fit_scaling(feats), instance_labels)
         # -1 marks an unlabelled instance (as in MIMLData and the metrics): nothing to learn from.
         labelled = y != UNLABELLED
