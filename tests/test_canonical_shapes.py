@@ -145,3 +145,29 @@ def test_folds_of_similar_size_share_one_compiled_em():
     assert em._em._cache_size() == before
     tight = make_model_data([np.ones((3, 4))] * 45, [[0, 1]] * 45, 5)
     assert tight.buckets[0].mask.shape[0] == 45  # without canonical shapes, no padding
+
+
+def test_ragged_predictions_of_similar_shapes_share_a_program():
+    """``instance_posteriors`` pads to canonical shapes: another fold's bags compile nothing new."""
+    from orlr_ppl.dp import ragged
+
+    rng = np.random.default_rng(7)
+
+    def bags(n_bags):  # 2 or 3 instances, 1 or 2 labels: 41 and 45 bags pad alike
+        logits = [rng.normal(size=(2 + b % 2, 4)) * 3 for b in range(n_bags)]
+        sets = [sorted(rng.choice(4, 1 + b % 2, replace=False).tolist()) for b in range(n_bags)]
+        return logits, sets
+
+    first = bags(41)
+    ragged.instance_posteriors(*first)
+    before = ragged.packed_posteriors._cache_size()
+    second = bags(45)
+    post = ragged.instance_posteriors(*second)
+    assert ragged.packed_posteriors._cache_size() == before
+    ll = ragged.bag_log_likelihood(*second)
+    assert len(post) == 45 and ll.shape == (45,)  # the padding is cut off
+    for logits, sets, p, value in zip(*second, post, ll):  # and the values are each bag's own
+        assert p.shape == logits.shape
+        want_ll, want_post = brute_force(logits, sets)
+        np.testing.assert_allclose(p, want_post, atol=1e-5)
+        assert value == pytest.approx(want_ll, abs=1e-4)

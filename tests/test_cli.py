@@ -336,3 +336,18 @@ def test_hja_comparison_names_the_bags_it_cannot_fit(capsys):
     union = args[:6] + ["union"] + args[7:]
     assert main(union) == 0
     assert "ORLR-EM 72.3 ± 3.8" in capsys.readouterr().out
+
+
+def test_fit_takes_pruning_and_stochastic_em(tmp_path, capsys):
+    _write_npz(tmp_path / "d.npz", make_miml_digits(40, seed=0, split="train"))
+    base = ["fit", "--data", str(tmp_path / "d.npz"), "--quiet", "--max-iter", "5"]
+    assert main(base + ["--prune", "0.1", "--out", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "pruned 4 bag(s) with the most DP work" in out
+    assert main(base + ["--bag-fraction", "0.3", "--out", str(tmp_path / "s")]) == 0
+    captured = capsys.readouterr()
+    assert "stochastic EM (0.3 of the bags per iteration): 5 iterations" in captured.out
+    assert "warning" not in captured.err
+    assert main(base + ["--bag-fraction", "0.3", "--method", "map", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "stochastic EM takes method='em'" in err[0]

@@ -472,3 +472,26 @@ def test_pruning_leaves_out_the_costliest_bags_and_says_which(tmp_path):
     assert back.pruned_bags_ == [1, 4] and back.get_params()["prune"] == 0.25
     with pytest.raises(ValueError, match=r"prune=1.0: give the fraction of bags to leave out, in \[0, 1\)"):
         ORLR(prune=1.0).fit(bags, sets)
+
+
+def test_stochastic_em_is_an_option_with_its_own_report(data, tmp_path):
+    """``bag_fraction`` runs a fixed budget of stochastic EM: seeded, no warning, an honest report."""
+    train, test = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # a fixed budget is not a failure
+        model = ORLR(bag_fraction=0.5, max_iter=30, random_state=1).fit(train.bags, train.label_sets)
+    assert model.n_iter_ == 30 and not model.converged_ and len(model.history_) == 31
+    report = model.diagnostics()
+    assert report.problems == [] and report.bag_fraction == 0.5
+    assert "stochastic EM (0.5 of the bags per iteration): 30 iterations" in report.summary()
+    full = quiet_fit(ORLR(max_iter=30), train.bags, train.label_sets)
+    assert model.score(test.bags, test.instance_labels) > full.score(test.bags, test.instance_labels) - 0.05
+    assert model.log_posterior_ == pytest.approx(full.log_posterior_, rel=0.05)
+    again = ORLR(bag_fraction=0.5, max_iter=30, random_state=1).fit(train.bags, train.label_sets)
+    np.testing.assert_array_equal(again.coef_, model.coef_)
+    back = ORLR.load(model.save(tmp_path / "m"))
+    assert back.get_params()["bag_fraction"] == 0.5
+    np.testing.assert_array_equal(back.predict_proba(test.bags)[0], model.predict_proba(test.bags)[0])
+    for bad in ({"bag_fraction": 0.0}, {"bag_fraction": 1.5}, {"bag_fraction": 0.5, "method": "map"}):
+        with pytest.raises(ValueError, match="stochastic EM takes method='em' and a fraction in"):
+            ORLR(**bad).fit(train.bags, train.label_sets)

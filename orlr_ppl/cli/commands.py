@@ -43,6 +43,8 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         max_num_samples=args.max_num_samples,
         progress_bar=not args.quiet,
         random_state=args.seed,
+        prune=getattr(args, "prune", 0.0),
+        bag_fraction=getattr(args, "bag_fraction", 1.0),
     )
 
 
@@ -186,6 +188,10 @@ def fit(args: argparse.Namespace) -> int:
     print(
         f"fitted ORLR ({args.method}) on {data.n_bags} bags ({data.n_instances} instances); saved to {folder}"
     )
+    if model.pruned_bags_:
+        pruned = model.pruned_bags_
+        where = "positions among the bags fitted"
+        print(f"pruned {len(pruned)} bag(s) with the most DP work ({where}): {pruned}")
     diagnostics = model.diagnostics()
     print("\n".join(diagnostics.summary_lines()))
     # A fit that ran but did not converge still succeeds (exit 0): its problems are warnings.

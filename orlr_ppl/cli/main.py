@@ -128,6 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_args(fit, n_bags=300, split="train")
     _add_fit_args(fit)
     fit.add_argument("--method", choices=["em", "map", "nuts", "svi"], default="em", help="inference method")
+    fit.add_argument(
+        "--prune", type=float, default=0.0, help="fraction of bags with the most DP work to leave out"
+    )
+    fit.add_argument(
+        "--bag-fraction",
+        type=float,
+        default=1.0,
+        help="EM: below 1, stochastic EM on this fraction of the bags per iteration",
+    )
     fit.add_argument("--out", default=None, help="model folder (default: models/orlr-<method>)")
     fit.add_argument("--force", action="store_true", help="overwrite a model already saved in --out")
     fit.set_defaults(func=commands.fit)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .packing import PackedBags, pack_bags
+from .packing import PackedBags, canonical_size, pack_bags
 from .slots import slot_log_probs, spread_slots
 from .subset_dp import BucketInputs, buckets_dp
 from .validation import DEFAULT_MAX_LABELS, check_label_sets, check_logits
@@ -86,14 +86,38 @@ def packed_posteriors(logits: Array, packed: PackedBags) -> tuple[Array, Array]:
 
 
 def _prepare_ragged(
-    logits: Sequence[np.ndarray], label_sets: Sequence[Iterable[int]], max_labels: int
+    logits: Sequence[np.ndarray],
+    label_sets: Sequence[Iterable[int]],
+    max_labels: int,
+    canonical: bool = False,
 ) -> tuple[Array, PackedBags, list[int]]:
+    """Flat logits and their packing, and the bags' sizes; with ``canonical``, padded to canonical shapes.
+
+    One-off calls (a fold's transductive predictions, a user's check) are
+    mostly compiling, so with ``canonical`` the buckets pad to canonical sizes and the flat
+    instance and bag arrays to ``canonical_size`` of their lengths: calls on
+    other bags of similar shape reuse the program. The padded instance rows
+    belong to no bucket, and the padded entries of ``instance_slot`` and
+    ``bag_slot`` read slot 0: callers keep the first ``n_instances`` rows and
+    the first ``B`` bags only.
+    """
     arrays, n_classes = check_logits(logits)
     n_inst = [a.shape[0] for a in arrays]
     sets = check_label_sets(label_sets, n_inst, n_classes, max_labels)
-    # float64 input stays float64 under ``jax_enable_x64``, else becomes float32.
-    flat = jnp.asarray(np.concatenate(arrays, axis=0))
-    return flat, pack_bags(n_inst, sets), n_inst
+    packed = pack_bags(n_inst, sets, canonical=canonical)
+    flat = np.concatenate(arrays, axis=0)  # jnp.asarray keeps float64 under ``jax_enable_x64`` only
+    if not canonical:
+        return jnp.asarray(flat), packed, n_inst
+    rows, bags = canonical_size(flat.shape[0]), canonical_size(len(arrays))
+    flat = np.pad(flat, ((0, rows - flat.shape[0]), (0, 0)))
+    packed = packed._replace(
+        # bag_ids' length is the real bag count, which would select a program of its own.
+        buckets=tuple(b._replace(bag_ids=None) for b in packed.buckets),
+        instance_slot=np.pad(packed.instance_slot, (0, rows - len(packed.instance_slot))),
+        instance_bag=np.pad(packed.instance_bag, (0, rows - len(packed.instance_bag))),
+        bag_slot=np.pad(packed.bag_slot, (0, bags - len(packed.bag_slot))),
+    )
+    return jnp.asarray(flat), packed, n_inst
 
 
 def bag_log_likelihood(
@@ -113,8 +137,8 @@ def bag_log_likelihood(
         ValueError: for bad input, naming the bag (see ``check_logits``,
             ``check_label_sets``).
     """
-    flat, packed, _ = _prepare_ragged(logits, label_sets, max_labels)
-    return np.asarray(packed_log_likelihood(flat, packed))
+    flat, packed, n_inst = _prepare_ragged(logits, label_sets, max_labels, canonical=True)
+    return np.asarray(packed_log_likelihood(flat, packed))[: len(n_inst)]
 
 
 def instance_posteriors(
@@ -128,6 +152,6 @@ def instance_posteriors(
     Returns:
         B arrays of shape (n_b, C); rows sum to one and are zero off ``Y_b``.
     """
-    flat, packed, n_inst = _prepare_ragged(logits, label_sets, max_labels)
+    flat, packed, n_inst = _prepare_ragged(logits, label_sets, max_labels, canonical=True)
     _, post = packed_posteriors(flat, packed)
-    return np.split(np.asarray(post), np.cumsum(n_inst)[:-1])
+    return np.split(np.asarray(post)[: sum(n_inst)], np.cumsum(n_inst)[:-1])

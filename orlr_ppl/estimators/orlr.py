@@ -84,6 +84,13 @@ class ORLR(_BagClassifier):
             most DP work ``n_b * |Y_b| * 2**|Y_b|`` first (the paper's
             pruning, 6.6.2); their input indices are ``pruned_bags_``. Their
             features still count for the standardisation.
+        bag_fraction: EM only: below 1, stochastic EM (the paper's 6.6.1):
+            each iteration's E- and M-step use this fraction of the bags,
+            drawn afresh (seeded by ``random_state``) in every label-set
+            bucket and weighted to an unbiased estimate. It runs ``max_iter``
+            iterations with no stopping test, so ``converged_`` is False
+            (and no warning is issued), ``history_`` holds the per-iteration
+            estimates, and ``log_posterior_`` is exact, on all bags.
 
     Labels. ``label_sets`` are one list per bag of class indices or of class
     names (then ``class_names_`` is the sorted names, and predictions are
@@ -139,6 +146,7 @@ class ORLR(_BagClassifier):
         random_state: int | None = None,
         standardize: bool = True,
         prune: float = 0.0,
+        bag_fraction: float = 1.0,
     ) -> None:
         self.method = method
         self.prior_scale = prior_scale
@@ -163,6 +171,7 @@ class ORLR(_BagClassifier):
         self.random_state = random_state
         self.standardize = standardize
         self.prune = prune
+        self.bag_fraction = bag_fraction
 
     # -- fitting -----------------------------------------------------------------
 
@@ -176,6 +185,11 @@ class ORLR(_BagClassifier):
         """
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
+        if not 0.0 < float(self.bag_fraction) <= 1.0 or (self.bag_fraction < 1 and self.method != "em"):
+            raise ValueError(
+                f"bag_fraction={self.bag_fraction} with method={self.method!r}: stochastic EM takes "
+                "method='em' and a fraction in (0, 1]; SVI subsamples with subsample_size"
+            )
         self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         feats, label_sets, self.pruned_bags_ = _pruned(feats, label_sets, self.prune)
@@ -193,7 +207,7 @@ class ORLR(_BagClassifier):
             from ..inference.diagnostics import warn_if_unconverged
 
             self._diagnostics = warn_if_unconverged(self.posterior_, stacklevel=2)
-        elif not self.converged_:
+        elif not self.converged_ and not self._stochastic():
             from ..inference.diagnostics import ConvergenceWarning
 
             warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
@@ -210,6 +224,8 @@ class ORLR(_BagClassifier):
             max_iter=self._max_iter(),
             tol=self.tol,
             m_steps=self.m_steps,
+            bag_fraction=self.bag_fraction,
+            seed=0 if self.random_state is None else int(self.random_state),
         )
         self.coef_, self.intercept_ = res.coef, res.intercept
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
@@ -232,6 +248,9 @@ class ORLR(_BagClassifier):
         draws = thin_draws(idata, self.max_predict_draws)
         self.coef_, self.intercept_ = draws.coef, draws.intercept
         self.coef_draws_, self.intercept_draws_ = draws.coef_draws, draws.intercept_draws
+
+    def _stochastic(self) -> bool:
+        return self.method == "em" and float(self.bag_fraction) < 1.0
 
     def _max_iter(self) -> int:
         if self.max_iter is not None:
@@ -260,7 +279,13 @@ class ORLR(_BagClassifier):
         if history is not None and len(history) > 1:
             change = float(abs(history[-1] - history[-2]) / max(abs(history[-2]), 1.0))
         return optimizer_diagnostics(
-            self.method, self.converged_, self.n_iter_, self._max_iter(), self.tol, relative_change=change
+            self.method,
+            self.converged_,
+            self.n_iter_,
+            self._max_iter(),
+            self.tol,
+            relative_change=change,
+            bag_fraction=float(self.bag_fraction) if self._stochastic() else None,
         )
 
     def coef_in_feature_units(self) -> tuple[np.ndarray, np.ndarray]:

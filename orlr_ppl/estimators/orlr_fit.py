@@ -50,14 +50,26 @@ def fit_point(
     max_iter: int,
     tol: float,
     m_steps: int,
+    bag_fraction: float = 1.0,
+    seed: int = 0,
 ) -> PointFit:
-    """EM (``method="em"``, ``m_steps`` gradient steps per M-step) or MAP by L-BFGS."""
+    """EM (``method="em"``, ``m_steps`` gradient steps per M-step; stochastic below
+    ``bag_fraction=1``, drawn from ``seed``) or MAP by L-BFGS."""
     from ..inference.em import fit_em
     from ..inference.map import fit_map
 
     scales = {"prior_scale": prior_scale, "intercept_scale": intercept_scale}
     if method == "em":
-        res = fit_em(data, **scales, max_iter=max_iter, m_steps=m_steps, tol=tol, fit_intercept=fit_intercept)
+        res = fit_em(
+            data,
+            **scales,
+            max_iter=max_iter,
+            m_steps=m_steps,
+            tol=tol,
+            fit_intercept=fit_intercept,
+            bag_fraction=bag_fraction,
+            seed=seed,
+        )
         history = res.history
     else:
         res = fit_map(data, **scales, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept)

@@ -19,6 +19,17 @@ as arguments: it compiles once per shape family and makes no host round trip
 until it returns. The loop runs the DP in probability space only; should an
 E-step come near underflow, the same loop, with the DP's log-space fallback,
 continues from there (see ``_em``).
+
+Stochastic EM (Pham, Raich & Fern, 6.6.1; ``bag_fraction < 1``): each
+iteration draws, in every label-set bucket, the same fraction of its bags
+without replacement, runs the E-step on them alone, and takes the M-step on
+``Q`` with their responsibilities weighted by (real bags in the bucket) /
+(real bags drawn), an unbiased estimate of the full ``Q``, so the prior keeps
+its weight. The draw sizes are static (part of the shape family), the draws
+themselves come from a key carried in the loop. Per-iteration values are then
+estimates and no longer monotone, so there is no stopping test: the fit runs
+``max_iter`` iterations and its ``log_posterior`` is one exact evaluation on
+all bags at the end.
 """
 
 from __future__ import annotations
@@ -31,9 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax import lax
+from jax import lax, random
 
-from ..model.log_density import EStep, Params, Scales, e_step, expected_log_joint, prior_scales
+from ..model.log_density import EStep, Params, Scales, e_step, expected_log_joint, potential, prior_scales
 from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data, sum_to_zero_basis
 
 Array = jax.Array
@@ -45,9 +56,12 @@ class EMResult(NamedTuple):
     Attributes:
         W: (d, C) weights; beta: (C,) intercepts (both sum to zero over classes).
         log_posterior: final log likelihood + log prior.
-        history: (n_iter + 1,) log posterior at the start and after each iteration.
+        history: (n_iter + 1,) log posterior at the start and after each
+            iteration; for stochastic EM, its unbiased estimates from each
+            iteration's bags (the last is at the final parameters).
         n_iter: iterations run.
-        converged: whether the relative change fell below ``tol``.
+        converged: whether the relative change fell below ``tol``; always
+            False for stochastic EM, which has no stopping test.
     """
 
     W: np.ndarray
@@ -90,14 +104,62 @@ class _State(NamedTuple):
     converged: Array
     done: Array
     unresolved: Array  # stopped at an E-step the probability-space DP could not resolve
+    key: Array  # stochastic EM's draws of bags
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _start(params: Params, max_iter: int) -> _State:
+def _start(params: Params, max_iter: int, key: Array) -> _State:
     """The state before the first E-step; one small program, not one per array built eagerly."""
     history = jnp.full((max_iter + 1,), jnp.nan, jax.tree.leaves(params)[0].dtype)
     no = jnp.asarray(False)
-    return _State(params, _ascent().init(params), history, jnp.asarray(0), no, no, no)
+    return _State(params, _ascent().init(params), history, jnp.asarray(0), no, no, no, key)
+
+
+def sample_sizes(arrays: ModelArrays, bag_fraction: float) -> tuple[int, ...] | None:
+    """Per bucket, the bags stochastic EM draws each iteration: ``ceil(bag_fraction * B_k)``.
+
+    None for ``bag_fraction >= 1`` (plain EM). ``B_k`` counts padding bags,
+    so the sizes stay in the bucket's canonical shape family.
+    """
+    if bag_fraction >= 1.0:
+        return None
+    return tuple(max(1, int(np.ceil(bag_fraction * m.shape[0]))) for _, m, _ in arrays)
+
+
+def _draw_bags(key: Array, arrays: ModelArrays, sizes: tuple[int, ...]) -> tuple[ModelArrays, Array]:
+    """Each bucket's ``sizes[k]`` bags drawn without replacement, and (K,) their weights.
+
+    Real bags are drawn before padding bags (a priority of uniform noise,
+    plus 2 for padding), so a draw holds ``min(size, R_k)`` of the bucket's
+    ``R_k`` real bags, uniformly; weighting each by ``R_k / min(size, R_k)``
+    makes the weighted sum over the draw an unbiased estimate of the sum over
+    the bucket.
+    """
+    drawn, weights = [], []
+    for (x, m, y), size, k in zip(arrays, sizes, random.split(key, len(arrays))):
+        real = jnp.any(m, axis=1)
+        n_real = jnp.sum(real).astype(x.dtype)
+        if size >= m.shape[0]:  # the whole bucket, every iteration
+            drawn.append((x, m, y))
+            weights.append(jnp.ones((), x.dtype))
+            continue
+        priority = random.uniform(k, real.shape, x.dtype) + jnp.where(real, 0.0, 2.0).astype(x.dtype)
+        _, take = lax.top_k(-priority, size)
+        drawn.append(tuple(None if a is None else jnp.asarray(a)[take] for a in (x, m, y)))
+        weights.append(n_real / jnp.maximum(jnp.minimum(n_real, size), 1.0))
+    return tuple(drawn), jnp.stack(weights)
+
+
+def _weighted(e: EStep, weights: Array) -> tuple[Array, EStep]:
+    """The log joint estimate ``log p(theta) + sum_k w_k sum_b log p(Y_b | X_b)``, and ``e`` weighted.
+
+    ``Q`` is linear in the responsibilities, so scaling bucket ``k``'s by
+    ``w_k`` scales its term of ``Q`` by the same.
+    """
+    sums = [jnp.sum(ll) for ll in e.log_likelihoods]
+    estimate = e.log_joint - sum(sums) + sum(w * s for w, s in zip(weights, sums))
+    posteriors = tuple(w * r for w, r in zip(weights, e.posteriors))
+    return estimate, e._replace(log_joint=estimate, posteriors=posteriors)
 
 
 def _m_step(
@@ -110,27 +172,40 @@ def _m_step(
     shape: ModelShape,
     fit_intercept: bool,
 ) -> tuple[Params, optax.OptState]:
-    """``m_steps`` line-searched gradient steps on ``Q``; the start back if ``Q`` did not rise."""
+    """``m_steps`` line-searched gradient steps on ``Q``; the start back if ``Q`` did not rise.
+
+    A line search that finds no step with sufficient rise (in float32 that
+    happens near the M-step's maximum, where the rise is below round-off) ends
+    the M-step without taking its step, and the next M-step's search starts
+    afresh from a step of 1: carrying the collapsed step over would leave every
+    later search too short to move, and EM stuck short of the optimum.
+    """
 
     def loss(p: Params) -> Array:
         return -expected_log_joint(p, e.posteriors, arrays, scales, shape, fit_intercept)
 
     opt = _ascent()
+    failed_before = optax.tree_utils.tree_get(opt_state, "decrease_error") > 0
+    step = optax.tree_utils.tree_get(opt_state, "learning_rate")
+    opt_state = optax.tree_utils.tree_set(opt_state, learning_rate=jnp.where(failed_before, 1.0, step))
 
     def _step(
-        carry: tuple[Params, optax.OptState, Array, Array],
-    ) -> tuple[Params, optax.OptState, Array, Array]:
-        p, state, i, first = carry
+        carry: tuple[Params, optax.OptState, Array, Array, Array, Array],
+    ) -> tuple[Params, optax.OptState, Array, Array, Array, Array]:
+        p, state, i, first, _, _ = carry
         value, grad = jax.value_and_grad(loss)(p)
         updates, state = opt.update(grad, state, p, value=value, grad=grad, value_fn=loss)
-        return optax.apply_updates(p, updates), state, i + 1, jnp.where(i == 0, value, first)
+        failed = optax.tree_utils.tree_get(state, "decrease_error") > 0
+        moved = jax.tree.map(lambda a, b: jnp.where(failed, a, b), p, optax.apply_updates(p, updates))
+        return moved, state, i + 1, jnp.where(i == 0, value, first), value, failed
 
     # -Q at the start comes from the first step's own evaluation (m_steps >= 1), not a new one.
-    start = (params, opt_state, jnp.asarray(0), jnp.asarray(jnp.inf, jax.tree.leaves(params)[0].dtype))
-    new, opt_state, _, before = lax.while_loop(lambda c: c[2] < m_steps, _step, start)
-    # A search that runs out of halvings still moves a little; never let that lower Q. The
-    # search's state holds -Q at the point it accepted, so no evaluation is repeated here.
-    after = optax.tree_utils.tree_get(opt_state, "value")
+    inf = jnp.asarray(jnp.inf, jax.tree.leaves(params)[0].dtype)
+    start = (params, opt_state, jnp.asarray(0), inf, inf, jnp.asarray(False))
+    new, opt_state, _, before, last, failed = lax.while_loop(lambda c: (c[2] < m_steps) & ~c[5], _step, start)
+    # -Q where the loop stopped: the search's accepted value, or, after a failed search, the
+    # value at the point it started from (no evaluation is repeated here). A NaN never counts.
+    after = jnp.where(failed, last, optax.tree_utils.tree_get(opt_state, "value"))
     keep = jnp.isfinite(after) & (after <= before)
     return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, params), opt_state
 
@@ -143,7 +218,7 @@ _JIT_TAKES_OPTIONS = "compiler_options" in inspect.signature(jax.jit).parameters
 _JIT_OPTIONS = {"compiler_options": _COMPILE} if _JIT_TAKES_OPTIONS else {}
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "fit_intercept", "fallback"), **_JIT_OPTIONS)
+@functools.partial(jax.jit, static_argnames=("shape", "fit_intercept", "fallback", "sizes"), **_JIT_OPTIONS)
 def _em(
     start: _State,
     arrays: ModelArrays,
@@ -153,6 +228,7 @@ def _em(
     shape: ModelShape,
     fit_intercept: bool,
     fallback: bool,
+    sizes: tuple[int, ...] | None = None,
 ) -> _State:
     """The whole EM from ``start``: a ``while_loop`` of E-step, stopping test, then M-step.
 
@@ -166,25 +242,42 @@ def _em(
     unresolved (near underflow) the loop stops before using it, with
     ``unresolved`` set, and ``fit_em`` continues from there with the exact
     program (``fallback=True``), compiled only for fits that need it.
+
+    With ``sizes`` (``sample_sizes``), stochastic EM: each pass draws that
+    many bags per bucket, and the loop stops only at ``max_iter``.
     """
     max_iter = start.history.shape[0] - 1
 
     def _pass(s: _State) -> _State:
-        e = e_step(s.params, arrays, scales, shape, fit_intercept, fallback)
-        old = s.history[jnp.maximum(s.n_iter - 1, 0)]
-        converged = (s.n_iter > 0) & (jnp.abs(e.log_joint - old) <= tol * jnp.maximum(jnp.abs(old), 1.0))
+        key, draw = random.split(s.key)
+        if sizes is None:
+            batch = arrays
+            e = e_step(s.params, batch, scales, shape, fit_intercept, fallback)
+            old = s.history[jnp.maximum(s.n_iter - 1, 0)]
+            change = jnp.abs(e.log_joint - old)
+            converged = (s.n_iter > 0) & (change <= tol * jnp.maximum(jnp.abs(old), 1.0))
+        else:
+            batch, weights = _draw_bags(draw, arrays, sizes)
+            _, e = _weighted(e_step(s.params, batch, scales, shape, fit_intercept, fallback), weights)
+            converged = jnp.asarray(False)  # estimates are noisy: a fixed budget, no stopping test
         done = converged | (s.n_iter >= max_iter)
         stop = done | ~e.resolved  # no M-step after the last E-step, nor after an inexact one
         params, opt_state = lax.cond(
             stop,
             lambda: (s.params, s.opt_state),
-            lambda: _m_step(s.params, s.opt_state, e, arrays, scales, m_steps, shape, fit_intercept),
+            lambda: _m_step(s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept),
         )
         history = s.history.at[s.n_iter].set(jnp.where(e.resolved, e.log_joint, jnp.nan))
         n_iter = s.n_iter + jnp.where(stop, 0, 1)
-        return _State(params, opt_state, history, n_iter, converged & e.resolved, stop, ~e.resolved)
+        # An unresolved pass is redone (with the fallback) on the same draw: keep the key.
+        key = jnp.where(e.resolved, key, s.key)
+        return _State(params, opt_state, history, n_iter, converged & e.resolved, stop, ~e.resolved, key)
 
     return lax.while_loop(lambda s: ~s.done, _pass, start)
+
+
+_potential = jax.jit(potential, static_argnums=(3, 4))
+"""``-log p(theta, Y | X)`` alone: stochastic EM's one exact evaluation, without a gradient."""
 
 
 def fit_em(
@@ -196,6 +289,8 @@ def fit_em(
     m_steps: int = 10,
     init: dict[str, Array] | None = None,
     fit_intercept: bool = True,
+    bag_fraction: float = 1.0,
+    seed: int = 0,
 ) -> EMResult:
     """Fit by generalised EM.
 
@@ -211,9 +306,14 @@ def fit_em(
         init: starting raw parameters ``W_raw`` (d, C-1), ``beta_raw``
             (C-1,); default zeros (uniform probabilities).
         fit_intercept: learn intercepts (``beta_raw``); else they stay zero.
+        bag_fraction: in (0, 1]; below 1, stochastic EM on this fraction of
+            each bucket's bags per iteration (see the module docstring),
+            drawn from ``seed``.
     """
     if int(m_steps) < 1 or int(max_iter) < 0:
         raise ValueError(f"need m_steps >= 1 and max_iter >= 0, got m_steps={m_steps}, max_iter={max_iter}")
+    if not 0.0 < float(bag_fraction) <= 1.0:
+        raise ValueError(f"bag_fraction={bag_fraction}: give the fraction of bags per iteration, in (0, 1]")
     arrays, shape = split_model_data(data)
     d, c = data.n_features, data.n_classes
     dtype = data.buckets[0].features.dtype
@@ -232,19 +332,27 @@ def fit_em(
         shape,
         fit_intercept,
     )
-    state = _em(_start(params, int(max_iter)), *args, fallback=False)
+    sizes = sample_sizes(arrays, float(bag_fraction))
+    key = random.PRNGKey(int(seed))
+    state = _em(_start(params, int(max_iter), key), *args, fallback=False, sizes=sizes)
     if bool(state.unresolved):  # near underflow: go on, from the same state, in exact arithmetic
         state = _em(
-            state._replace(done=jnp.asarray(False), unresolved=jnp.asarray(False)), *args, fallback=True
+            state._replace(done=jnp.asarray(False), unresolved=jnp.asarray(False)),
+            *args,
+            fallback=True,
+            sizes=sizes,
         )
     n_iter = int(state.n_iter)
     history = np.asarray(state.history, np.float64)[: n_iter + 1]
+    log_posterior = float(history[-1])
+    if sizes is not None:  # the history holds estimates: evaluate the fit on every bag once
+        log_posterior = -float(_potential(state.params, *args[:2], shape, fit_intercept))
     basis = sum_to_zero_basis(c)
     beta_raw = np.asarray(state.params["beta_raw"]) if fit_intercept else np.zeros(c - 1)
     return EMResult(
         np.asarray(state.params["W_raw"]) @ basis.T,
         beta_raw @ basis.T,
-        float(history[-1]),
+        log_posterior,
         history,
         n_iter,
         bool(state.converged),

@@ -36,7 +36,10 @@ class PointDiagnostics(NamedTuple):
         relative_change: ``|lp_T - lp_{T-1}| / max(|lp_{T-1}|, 1)`` at the last
             EM iteration; None for MAP, or an EM model loaded from disk (the
             history is not saved).
-        problems: one sentence when not converged, else empty.
+        problems: one sentence when not converged, else empty (also for
+            stochastic EM, whose fixed budget is its setting, not a failure).
+        bag_fraction: stochastic EM's fraction of bags per iteration; None
+            for EM on every bag, and for MAP.
     """
 
     method: str
@@ -46,12 +49,18 @@ class PointDiagnostics(NamedTuple):
     tol: float
     relative_change: float | None
     problems: list[str]
+    bag_fraction: float | None = None
 
     def summary_lines(self) -> list[str]:
         """One line: iterations, final relative change and the verdict."""
+        iterations = count_noun(self.n_iter, "iteration")
+        if self.bag_fraction is not None:
+            return [
+                f"stochastic EM ({self.bag_fraction:g} of the bags per iteration): {iterations} "
+                f"(max_iter={self.max_iter}), a fixed budget with no stopping test"
+            ]
         change = "" if self.relative_change is None else f", final relative change {self.relative_change:.2g}"
         verdict = "converged" if self.converged else "NOT converged"
-        iterations = count_noun(self.n_iter, "iteration")
         return [f"{OPTIMIZERS[self.method]}: {iterations} (max_iter={self.max_iter}){change}; {verdict}"]
 
     def summary(self) -> str:
@@ -59,13 +68,22 @@ class PointDiagnostics(NamedTuple):
 
 
 def optimizer_diagnostics(
-    method: str, converged: bool, n_iter: int, max_iter: int, tol: float, relative_change: float | None = None
+    method: str,
+    converged: bool,
+    n_iter: int,
+    max_iter: int,
+    tol: float,
+    relative_change: float | None = None,
+    bag_fraction: float | None = None,
 ) -> PointDiagnostics:
-    """``PointDiagnostics`` with the problem sentence of an EM/MAP fit that did not converge."""
+    """``PointDiagnostics`` with the problem sentence of an EM/MAP fit that did not converge.
+
+    ``bag_fraction`` (stochastic EM) reports a fixed budget instead: no problem.
+    """
     if method not in OPTIMIZERS:
         raise ValueError(f"method={method!r}: point diagnostics are for {tuple(OPTIMIZERS)}")
     problems = []
-    if not converged:
+    if not converged and bag_fraction is None:
         iterations = count_noun(n_iter, "iteration")
         problem = f"{OPTIMIZERS[method]} stopped after {iterations} without meeting tol={tol:g}"
         if n_iter < max_iter:
@@ -74,6 +92,5 @@ def optimizer_diagnostics(
         else:
             problem += "; raise max_iter"
         problems.append(problem)
-    return PointDiagnostics(
-        method, bool(converged), int(n_iter), int(max_iter), float(tol), relative_change, problems
-    )
+    settings = (int(n_iter), int(max_iter), float(tol))
+    return PointDiagnostics(method, bool(converged), *settings, relative_change, problems, bag_fraction)

@@ -83,6 +83,8 @@ class EStep(NamedTuple):
             negative of ``potential``.
         posteriors: per bucket ``k``, (B_k, N_k, C) instance posteriors
             ``p(y_bi = c | Y_b, X_b, theta)``, zero on padding.
+        log_likelihoods: per bucket ``k``, (B_k,) ``log p(Y_b | X_b, theta)``
+            (zero on padding bags), whose sum with the log prior is ``log_joint``.
         resolved: () whether the DP resolved every bag in probability space;
             always True with the log-space fallback, and where False without
             it, the other fields are inexact.
@@ -90,6 +92,7 @@ class EStep(NamedTuple):
 
     log_joint: Array
     posteriors: tuple[Array, ...]
+    log_likelihoods: tuple[Array, ...]
     resolved: Array
 
 
@@ -125,7 +128,8 @@ def e_step(
     latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
     results, resolved = BagLabelSet.joint_posteriors([(s["fn"], s["value"]) for s in observed], fallback)
     log_joint = _log_prior(latent) + sum(jnp.sum(r.log_likelihood) for r in results)
-    return EStep(log_joint, tuple(r.posteriors for r in results), resolved)
+    posteriors = tuple(r.posteriors for r in results)
+    return EStep(log_joint, posteriors, tuple(r.log_likelihood for r in results), resolved)
 
 
 def expected_log_joint(
