@@ -225,7 +225,7 @@ def test_em_and_map_that_stop_early_warn(nuts_fit, map_fit):
     # The fixture's MAP fit (default max_iter) converged: no problem, and no warning was issued for it.
     assert map_fit.converged_ and map_fit.diagnostics().problems == []
     assert map_fit.get_params()["max_iter"] is None and map_fit.diagnostics().max_iter == 500
-    assert ORLR(method="em")._max_iter() == 50 and ORLR(method="em", max_iter=7)._max_iter() == 7
+    assert ORLR(method="em")._max_iter() == 200 and ORLR(method="em", max_iter=7)._max_iter() == 7
     assert map_fit.diagnostics().summary_lines()[0].endswith("; converged")
 
 

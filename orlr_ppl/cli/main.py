@@ -91,7 +91,7 @@ def _add_fit_args(
     """Fit options; the NUTS defaults are ``ORLR``'s (4 chains of 300 warmup + 1,000 draws, up to 2,000)."""
     p.add_argument("--prior-scale", type=float, default=1.0, help="sd of the weight prior (<= 0: no prior)")
     p.add_argument(
-        "--max-iter", type=int, default=None, help="EM / L-BFGS iterations (None: 50 for EM, 500 for MAP)"
+        "--max-iter", type=int, default=None, help="EM / L-BFGS iterations (None: 200 for EM, 500 for MAP)"
     )
     p.add_argument("--num-warmup", type=int, default=num_warmup, help="NUTS warmup iterations per chain")
     p.add_argument("--num-samples", type=int, default=num_samples, help="NUTS draws per chain")

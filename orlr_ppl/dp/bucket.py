@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from .slots import slot_log_probs, spread_slots
+from .slots import spread_slots
 from .subset_dp import BucketInputs, DPResult, buckets_dp, buckets_dp_unchecked
 
 Array = jax.Array
@@ -36,11 +36,12 @@ def bucket_dp(
 
 
 def _padded_inputs(logits: Array, mask: Array, labels: Array, label_mask: Array):
-    B, N, C = logits.shape
     log_probs = jax.nn.log_softmax(logits, axis=-1)
-    rows = (jnp.arange(B)[None, :] * N + jnp.arange(N)[:, None]).astype(jnp.int32)
-    inputs = BucketInputs(slot_log_probs(log_probs.reshape(B * N, C), rows, labels.T), mask.T, label_mask.T)
-    return log_probs, inputs
+    # A gather batched over bags, not one into the flattened (B * N * C) array: with the bag
+    # axis sharded over devices (model.sharding), GSPMD keeps a batched gather local, where the
+    # flat one made every device all-gather the whole bucket's log-probabilities.
+    slots = jnp.take_along_axis(log_probs, labels[:, None, :], axis=-1)  # (B, N, K)
+    return log_probs, BucketInputs(jnp.transpose(slots, (1, 2, 0)), mask.T, label_mask.T)
 
 
 @jax.custom_vjp

@@ -10,7 +10,7 @@ buckets, and ``dp.ragged`` pads logits into them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -154,40 +154,190 @@ def pack_bags(
             that other folds and datasets of similar shape share compiled
             programs: for fits whose cost is mostly compiling (EM, MAP).
     """
-    lengths = np.asarray(n_instances, dtype=np.int64)
     if label_sets is None:
-        label_sets = [np.zeros(0, np.int32)] * len(lengths)
-    sizes = np.array([len(y) for y in label_sets])
+        return _pack(np.asarray(n_instances, np.int64), np.zeros(len(n_instances), np.int64), None, canonical)
+    sizes = np.array([len(y) for y in label_sets], np.int64)
+
+    def _labels(ids: np.ndarray, k: int) -> np.ndarray:
+        return np.stack([label_sets[i] for i in ids], axis=1)
+
+    return _pack(np.asarray(n_instances, np.int64), sizes, _labels, canonical)
+
+
+class Layout(NamedTuple):
+    """Fixed bucket shapes, for a stream of minibatches that must all pack alike (one compiled step).
+
+    Bags with ``k`` labels go to the first bucket of label-set size ``k``
+    whose ``max_length`` is at least their instance count.
+
+    Attributes:
+        n_labels: (G,) label-set size of each bucket, increasing.
+        max_length: (G,) the longest bag each bucket takes (increasing within a size).
+        n_rows: (G,) bags each bucket holds, real and padding.
+        width: (G,) instances each bucket pads a bag to.
+    """
+
+    n_labels: np.ndarray
+    max_length: np.ndarray
+    n_rows: np.ndarray
+    width: np.ndarray
+
+
+def length_plan(
+    n_instances: np.ndarray, n_labels: np.ndarray, thin: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """``pack_bags``' buckets for these bags, as (G,) label-set sizes and (G,) longest bag of each.
+
+    ``thin``: plan on every ``thin``-th bag of each size (ranked by length),
+    so that the merging of small buckets sees a minibatch's counts rather
+    than the whole collection's; the last bucket of a size still takes its
+    longest bag.
+    """
+    lengths, sizes = np.asarray(n_instances, np.int64), np.asarray(n_labels, np.int64)
+    ks, bounds = [], []
+    for k in np.unique(sizes):
+        of_k = np.sort(lengths[sizes == k])
+        sample = of_k[:: max(int(thin), 1)]
+        tops = sorted(int(sample[g].max()) for g in _length_groups(sample, int(k)))
+        tops[-1] = int(of_k[-1])  # the last bucket takes the longest bag, sampled or not
+        ks += [int(k)] * len(tops)
+        bounds += tops
+    return np.array(ks, np.int64), np.array(bounds, np.int64)
+
+
+def layout_groups(
+    n_instances: np.ndarray, n_labels: np.ndarray, plan: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """(B,) the bucket of ``plan`` (``length_plan``) each bag goes to; -1 where none takes it."""
+    lengths, sizes = np.asarray(n_instances, np.int64), np.asarray(n_labels, np.int64)
+    ks, bounds = plan
+    span = int(max(bounds.max(initial=0), lengths.max(initial=0))) + 1
+    # Buckets sorted by (size, bound): a search on size * span + length finds the first that fits.
+    found = np.searchsorted(ks * span + bounds, sizes * span + lengths, side="left")
+    ok = found < len(ks)
+    ok[ok] &= ks[found[ok]] == sizes[ok]
+    return np.where(ok, found, -1)
+
+
+def fixed_layout(plan: tuple[np.ndarray, np.ndarray], n_rows: np.ndarray) -> Layout:
+    """``plan`` with bag counts ``n_rows`` (G,), both padded to canonical sizes (``canonical_size``)."""
+    ks, bounds = plan
+    shapes = [_canonical_shape(int(r), int(w), int(k)) for k, w, r in zip(ks, bounds, n_rows)]
+    rows, width = (np.array(v, np.int64).reshape(-1) for v in zip(*shapes)) if shapes else (ks, ks)
+    return Layout(ks, bounds, rows, width)
+
+
+def stream_layout(
+    shapes: Sequence[tuple[np.ndarray, np.ndarray]], batch_bags: int
+) -> tuple[Layout, tuple[np.ndarray, ...]]:
+    """One layout for every minibatch of ``batch_bags`` bags drawn shard by shard, and each bag's bucket.
+
+    The buckets are ``pack_bags``' for a minibatch-sized sample of all the
+    bags (``length_plan``). Dealing each bucket's bags of a shard evenly over
+    the shard's ``ceil(n_s / batch_bags)`` minibatches gives a minibatch at
+    most ``ceil(count / n_batches)`` of them: a bucket's rows are the most
+    over the shards, padded to a canonical size.
+
+    Args:
+        shapes: per shard, (n_s,) instance counts and (n_s,) label-set sizes.
+        batch_bags: bags a minibatch holds at most.
+    Returns:
+        The ``Layout`` and, per shard, (n_s,) each bag's bucket in it.
+    """
+    per_shard = [-(-len(n) // int(batch_bags)) for n, _ in shapes]
+    lengths, sizes = (np.concatenate(v) for v in zip(*shapes))
+    plan = length_plan(lengths, sizes, sum(per_shard))
+    groups = tuple(layout_groups(n, k, plan) for n, k in shapes)
+    rows = np.zeros(len(plan[0]), np.int64)
+    for g, n_batches in zip(groups, per_shard):
+        rows = np.maximum(rows, -(-np.bincount(g, minlength=len(rows)) // n_batches))
+    return fixed_layout(plan, rows), groups
+
+
+def pack_label_matrix(
+    n_instances: np.ndarray,
+    label_matrix: np.ndarray | None,
+    canonical: bool = False,
+    layout: Layout | None = None,
+) -> PackedBags:
+    """``pack_bags`` with the label sets as a (B, C) 0/1 matrix, with no Python loop over bags.
+
+    For collections of millions of bags held as flat arrays (``data.store``).
+    The matrix is taken as validated (``validation.check_flat_bags``); None
+    packs by instance count alone, as ``pack_bags(..., None)``. With
+    ``layout``, the buckets are exactly its (empty ones included), whatever
+    the bags; a ValueError if they do not fit it.
+    """
+    lengths = np.asarray(n_instances, np.int64)
+    if label_matrix is None:
+        return _pack(lengths, np.zeros(len(lengths), np.int64), None, canonical, layout)
+    present = np.asarray(label_matrix) != 0
+
+    def _labels(ids: np.ndarray, k: int) -> np.ndarray:
+        # Row-major nonzero lists each bag's classes in increasing order, k per bag.
+        return np.nonzero(present[ids])[1].reshape(len(ids), k).T
+
+    return _pack(lengths, present.sum(axis=1), _labels, canonical, layout)
+
+
+def _plan(lengths: np.ndarray, sizes: np.ndarray, canonical: bool, layout: Layout | None):
+    """Each bucket's (label-set size, bag positions, (rows, width))."""
+    if layout is not None:
+        group = layout_groups(lengths, sizes, (layout.n_labels, layout.max_length))
+        counts = np.bincount(group[group >= 0], minlength=len(layout.n_labels))
+        if np.any(group < 0) or np.any(counts > layout.n_rows):
+            raise ValueError(
+                "bags do not fit the fixed layout (a label-set size or length it has no bucket for, or more "
+                "bags than a bucket's rows): plan the layout from every bag the stream will pack"
+            )
+        order = np.argsort(group, kind="stable")
+        parts = np.split(order, np.cumsum(counts)[:-1])
+        return [
+            (int(k), ids, (int(r), int(w)))
+            for k, ids, r, w in zip(layout.n_labels, parts, layout.n_rows, layout.width)
+        ]
+    plan = []
+    for k in np.unique(sizes):
+        in_k = np.flatnonzero(sizes == k)
+        for group in _length_groups(lengths[in_k], int(k)):
+            ids = in_k[group]
+            shape = len(ids), int(lengths[ids].max())
+            plan.append((int(k), ids, _canonical_shape(*shape, int(k)) if canonical else shape))
+    return plan
+
+
+def _pack(
+    lengths: np.ndarray,
+    sizes: np.ndarray,
+    labels_of: Callable[[np.ndarray, int], np.ndarray] | None,
+    canonical: bool,
+    layout: Layout | None = None,
+) -> PackedBags:
+    """``pack_bags`` given (B,) label-set sizes and ``labels_of(ids, k)``, the (k, len(ids)) sorted labels."""
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     buckets = []
     instance_slot = np.empty(lengths.sum(), dtype=np.int64)
     bag_slot = np.empty(len(lengths), dtype=np.int64)
     n_slots_done = n_rows_done = 0
-    for k in np.unique(sizes):
-        in_k = np.flatnonzero(sizes == k)
-        for group in _length_groups(lengths[in_k], int(k)):
-            ids = in_k[group]
-            width, n_rows = int(lengths[ids].max()), len(ids)
-            if canonical:
-                n_rows, width = _canonical_shape(n_rows, width, int(k))
-            real = np.arange(n_rows) < len(ids)
-            n_real = np.zeros(n_rows, np.int64)
-            n_real[: len(ids)] = lengths[ids]
-            first = np.zeros(n_rows, np.int64)
-            first[: len(ids)] = starts[ids]
-            pos = np.arange(width)[:, None]
-            mask = pos < n_real[None, :]
-            index = np.where(mask, first[None, :] + pos, 0)
-            slots = n_slots_done + np.arange(mask.size).reshape(mask.shape)
-            instance_slot[index[mask]] = slots[mask]
-            bag_slot[ids] = n_rows_done + np.arange(len(ids))
-            labels = np.zeros((int(k), n_rows), np.int32)
-            if k:
-                labels[:, : len(ids)] = np.stack([label_sets[i] for i in ids], axis=1)
-            label_mask = np.broadcast_to(real[None, :], labels.shape).copy()
-            buckets.append(Bucket(index.astype(np.int32), mask, labels, label_mask, ids.astype(np.int32)))
-            n_slots_done += mask.size
-            n_rows_done += n_rows
+    for k, ids, (n_rows, width) in _plan(lengths, sizes, canonical, layout):
+        real = np.arange(n_rows) < len(ids)
+        n_real = np.zeros(n_rows, np.int64)
+        n_real[: len(ids)] = lengths[ids]
+        first = np.zeros(n_rows, np.int64)
+        first[: len(ids)] = starts[ids]
+        pos = np.arange(width)[:, None]
+        mask = pos < n_real[None, :]
+        index = np.where(mask, first[None, :] + pos, 0)
+        slots = n_slots_done + np.arange(mask.size).reshape(mask.shape)
+        instance_slot[index[mask]] = slots[mask]
+        bag_slot[ids] = n_rows_done + np.arange(len(ids))
+        labels = np.zeros((int(k), n_rows), np.int32)
+        if k:
+            labels[:, : len(ids)] = labels_of(ids, int(k))
+        label_mask = np.broadcast_to(real[None, :], labels.shape).copy()
+        buckets.append(Bucket(index.astype(np.int32), mask, labels, label_mask, ids.astype(np.int32)))
+        n_slots_done += mask.size
+        n_rows_done += n_rows
     # Host arrays: a jitted function takes them as arguments, and the model's layout reads
     # them on the host; building device arrays here cost a small compile per bucket and field.
     return PackedBags(

@@ -144,3 +144,93 @@ def check_logits(logits: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
 def check_features(bags: Sequence[np.ndarray], n_features: int | None = None) -> list[np.ndarray]:
     """``check_ragged`` for features (n_b, d); ``n_features`` fixes ``d``."""
     return check_ragged(bags, "features", "features", n_features)[0]
+
+
+def _first(ids: np.ndarray, shown: int = 10) -> str:
+    """``ids`` for a message: all of them, or the first ``shown`` and how many more."""
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return f"{ids[:shown].tolist()}{more}"
+
+
+def check_flat_bags(
+    features: np.ndarray,
+    sizes: np.ndarray,
+    label_matrix: np.ndarray | None,
+    n_classes: int,
+    max_labels: int = DEFAULT_MAX_LABELS,
+    first_bag: int = 0,
+    source: str = "",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``check_features`` and ``check_label_sets`` for bags held as flat arrays, vectorised.
+
+    Args:
+        features: (n_instances, d) instance features, bag after bag.
+        sizes: (B,) instance count of each bag, summing to ``n_instances``.
+        label_matrix: (B, C) 0/1 multi-hot label sets, or None (unlabelled).
+        n_classes: C.
+        max_labels: cap on a label set's size (the DP holds ``2**K`` states).
+        first_bag: number of the first bag, so that a chunk of a larger
+            collection names its bags as the collection does.
+        source: what holds the arrays (a file), named in messages.
+    Returns:
+        ``features`` as a floating array, ``sizes`` as int64, and the label
+        matrix as bool (or None).
+    Raises:
+        ValueError: naming the source and the bags, for a wrong shape, an empty
+            bag, NaN or infinite features, an entry other than 0/1, an empty
+            label set, more labels than instances (likelihood exactly zero)
+            or more than ``max_labels`` labels.
+    """
+    where = f" in {source}" if source else ""
+    features, sizes = np.asarray(features), np.asarray(sizes)
+    if features.ndim != 2:
+        raise ValueError(f"features{where} have shape {features.shape}: expected (n_instances, n_features)")
+    if sizes.ndim != 1 or not (np.issubdtype(sizes.dtype, np.integer) or sizes.size == 0):
+        raise ValueError(f"bag sizes{where} must be a 1-D integer array, one instance count per bag")
+    sizes = sizes.astype(np.int64)
+    if np.any(sizes < 1):
+        bad = np.flatnonzero(sizes < 1) + first_bag
+        raise ValueError(f"bag(s) {_first(bad)}{where} are empty: every bag needs at least one instance")
+    if int(sizes.sum()) != features.shape[0]:
+        raise ValueError(
+            f"bag sizes{where} add up to {int(sizes.sum())} instances but features have "
+            f"{features.shape[0]} rows: give one size per bag, in the order of the rows"
+        )
+    if not np.issubdtype(features.dtype, np.floating):
+        features = features.astype(np.float64)
+    finite = np.isfinite(features).all(axis=1)
+    if not finite.all():
+        rows = np.flatnonzero(~finite)
+        bags = np.unique(np.searchsorted(np.cumsum(sizes), rows, side="right")) + first_bag
+        raise ValueError(
+            f"bag(s) {_first(bags)}{where} have NaN or infinite features (instance rows {_first(rows)}): "
+            "impute or remove them (or the bags) before fitting"
+        )
+    if label_matrix is None:
+        return features, sizes, None
+    labels = np.asarray(label_matrix)
+    if labels.shape != (len(sizes), n_classes):
+        raise ValueError(
+            f"label matrix{where} has shape {labels.shape}: expected ({len(sizes)}, {n_classes}), "
+            "one 0/1 row per bag and one column per class"
+        )
+    if labels.dtype != np.bool_ and not np.isin(labels, (0, 1)).all():
+        bad = np.flatnonzero(~np.isin(labels, (0, 1)).all(axis=1)) + first_bag
+        raise ValueError(f"label matrix rows of bag(s) {_first(bad)}{where} hold values other than 0 and 1")
+    present = labels.astype(bool)
+    counts = present.sum(axis=1)
+    empty = "have an empty label set: under the ORed-logistic model every bag has at least one label"
+    too_many = "have more labels than instances: their likelihood is exactly zero under the union model"
+    for bad, why in ((counts == 0, empty), (counts > sizes, too_many)):
+        if bad.any():
+            raise ValueError(
+                f"bag(s) {_first(np.flatnonzero(bad) + first_bag)}{where} {why}; fix their label sets "
+                "or remove them"
+            )
+    if np.any(counts > max_labels):
+        bad = np.flatnonzero(counts > max_labels) + first_bag
+        raise ValueError(
+            f"bag(s) {_first(bad)}{where} have more than max_labels={max_labels} labels (the DP holds "
+            "2**K states for a bag of K labels): raise max_labels if memory allows, or split the bags"
+        )
+    return features, sizes, present

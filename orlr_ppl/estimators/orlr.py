@@ -54,8 +54,9 @@ class ORLR(_BagClassifier):
         fit_intercept: learn per-class intercepts.
         n_classes: number of classes; default: largest label + 1.
         max_labels: largest label set accepted (the DP holds 2**K states).
-        max_iter: EM iterations or L-BFGS iterations; None: 50 for EM (the
-            published budget), 500 for MAP (L-BFGS needs more, cheaper steps).
+        max_iter: EM iterations or L-BFGS iterations; None: 200 for EM (which
+            stops at ``tol`` first on most data; the paper's budget was 50, as
+            ``orlr-ppl evaluate`` sets), 500 for MAP (L-BFGS needs more, cheaper steps).
         m_steps: EM only: gradient-ascent steps (Armijo line search) per
             M-step. 1 is the classic generalised EM; more steps move each
             M-step closer to its maximum, and, without a prior, the fit

@@ -31,9 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from numpyro import handlers
 
-from ..dp.packing import pack_bags
-from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_label_sets
+from ..dp.packing import Layout, PackedBags, pack_bags, pack_label_matrix
+from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_flat_bags, check_label_sets
 from .distribution import BagLabelSet
 
 Array = jax.Array
@@ -167,19 +168,61 @@ def make_model_data(
     n_inst = [x.shape[0] for x in feats]
     sets = None if label_sets is None else check_label_sets(label_sets, n_inst, n_classes, max_labels)
     packed = pack_bags(n_inst, sets, canonical=canonical_shapes)
-    flat = np.concatenate(feats).astype(dtype)
+    return _model_data(packed, np.concatenate(feats).astype(dtype), sets is not None, n_classes, max_labels)
+
+
+def make_model_data_flat(
+    features: np.ndarray,
+    sizes: np.ndarray,
+    label_matrix: np.ndarray | None,
+    n_classes: int,
+    max_labels: int = DEFAULT_MAX_LABELS,
+    dtype: type = np.float32,
+    canonical_shapes: bool = False,
+    first_bag: int = 0,
+    source: str = "",
+    layout: Layout | None = None,
+) -> ModelData:
+    """``make_model_data`` on bags held as flat arrays, with no Python loop over bags.
+
+    The same ``ModelData`` as ``make_model_data`` on the same bags, for
+    collections of millions of bags or minibatches streamed from a store
+    (``data.store``).
+
+    Args:
+        features: (n_instances, d) instance features, bag after bag.
+        sizes: (B,) instance count of each bag.
+        label_matrix: (B, C) 0/1 multi-hot label sets, or None (simulation).
+        n_classes, max_labels, dtype, canonical_shapes: as ``make_model_data``.
+        first_bag, source: the first bag's number and the file holding the
+            bags, for error messages (``dp.validation.check_flat_bags``).
+        layout: pack into exactly these buckets (``dp.packing.Layout``), so
+            that every minibatch of a stream has the same shapes.
+    """
+    feats, sizes, present = check_flat_bags(
+        features, sizes, label_matrix, n_classes, max_labels, first_bag, source
+    )
+    packed = pack_label_matrix(sizes, present, canonical=canonical_shapes, layout=layout)
+    return _model_data(packed, feats.astype(dtype, copy=False), present is not None, n_classes, max_labels)
+
+
+def _model_data(
+    packed: PackedBags, flat: np.ndarray, labelled: bool, n_classes: int, max_labels: int
+) -> ModelData:
+    """Features (n_instances, d) padded into ``packed``'s buckets, with their multi-hot label sets."""
     buckets = []
     for bucket in packed.buckets:
         rows, mask = np.asarray(bucket.rows).T, np.asarray(bucket.mask).T
-        x = np.where(mask[..., None], flat[rows], 0.0).astype(dtype)
+        x = flat[rows]
+        x[~mask] = 0.0  # in place: one (B_k, N_k, d) copy, the largest array a fit holds on the host
         labels = np.asarray(bucket.labels)
         obs = None
-        if sets is not None:
+        if labelled:
             obs = np.zeros((mask.shape[0], n_classes), np.int32)
             obs[np.arange(mask.shape[0])[None, :], labels] = np.asarray(bucket.label_mask)
-        k = labels.shape[0] if sets is not None else min(max_labels, n_classes)
+        k = labels.shape[0] if labelled else min(max_labels, n_classes)
         buckets.append(ModelBucket(x, mask, obs, np.asarray(bucket.bag_ids), k))
-    return ModelData(tuple(buckets), len(feats), flat.shape[1], n_classes)
+    return ModelData(tuple(buckets), packed.n_bags, flat.shape[1], n_classes)
 
 
 def class_weights(
@@ -221,6 +264,7 @@ def orlr_model(
     subsample_size: int | None = None,
     observed: bool = True,
     fit_intercept: bool = True,
+    likelihood_scale: float | Array | None = None,
 ) -> None:
     """ORed-logistic NumPyro model.
 
@@ -235,11 +279,24 @@ def orlr_model(
             minibatch, so the estimate is stratified and unbiased.
         observed: condition on ``data``'s label sets; False simulates them.
         fit_intercept: learn per-class intercepts ``beta`` (else zero).
+        likelihood_scale: multiply the label-set sites' log-likelihood by this
+            (``numpyro.handlers.scale``), the prior's not: ``n_bags /
+            batch_bags`` makes a minibatch's log joint an unbiased estimate of
+            the whole data's (``inference.streaming``). None: unscaled.
 
     Sites: ``W_raw``, ``beta_raw`` (latent), ``W``, ``beta`` (deterministic),
     and per bucket ``k`` the label sets ``Y_k`` (B_k, C) in plate ``bags_k``.
     """
     w, beta = class_weights(data.n_features, data.n_classes, prior_scale, intercept_scale, fit_intercept)
+    if likelihood_scale is not None:
+        with handlers.scale(scale=likelihood_scale):
+            _label_sets(data, w, beta, subsample_size, observed)
+    else:  # unwrapped, so the trace is the one every other method reads
+        _label_sets(data, w, beta, subsample_size, observed)
+
+
+def _label_sets(data: ModelData, w: Array, beta: Array, subsample_size: int | None, observed: bool) -> None:
+    """The model's per-bucket label-set sites ``Y_k`` given the weights."""
     for k, bucket in enumerate(data.buckets):
         size = bucket.mask.shape[0]
         sub = None
