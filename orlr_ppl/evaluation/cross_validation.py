@@ -108,10 +108,6 @@ def fold_scores(model: Any, train: MIMLData, test: MIMLData) -> dict[str, float]
     }
 
 
-SAMPLERS = ("nuts", "svi")
-"""``method``s that compile per fold (tight packing): after their folds the JAX caches are cleared."""
-
-
 def cross_validate(
     data: MIMLData,
     models: Mapping[str, Callable[[], Any]],
@@ -156,11 +152,11 @@ def cross_validate(
                 rows[name].setdefault(k, []).append(float(v))
             if on_fold is not None:
                 on_fold(name, fold)
-        # A sampler packs its bags tight, so it compiles anew for every fold, and a long run's
+        # A model whose bags were packed tight compiles anew for every fold, and a long run's
         # compiled code exhausted the process's memory maps (LLVM "Cannot allocate memory", then
-        # a crash). Point fits pad to canonical shapes and reuse their programs across folds, so
-        # the caches are cleared only after a fold that ran a sampler.
-        if any(getattr(m, "method", None) in SAMPLERS for m in fitted):
+        # a crash). Fits on canonical shapes reuse their programs across folds, so the caches are
+        # cleared only after a fold that packed tight.
+        if any(getattr(m, "canonical_shapes_", True) is False for m in fitted):
             jax.clear_caches()
     scores = {name: {k: np.asarray(v) for k, v in per.items()} for name, per in rows.items()}
     return CVResult(protocol, scores, n_folds, seed)
