@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from ..dp.packing import dp_work, pack_bags
+from ..dp.packing import pack_bags
 from ..dp.ragged import packed_posteriors
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
@@ -30,6 +30,7 @@ from .orlr_fit import (
     SamplerSettings,
     fit_point,
     fit_posterior,
+    pruned,
     read_posterior,
     thin_draws,
 )
@@ -203,7 +204,7 @@ class ORLR(_BagClassifier):
             )
         self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
-        feats, label_sets, self.pruned_bags_ = _pruned(feats, label_sets, self.prune)
+        feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
         canonical = self.canonical_shapes
         canonical = self.method in ("em", "map") if canonical is None else bool(canonical)
         data = make_model_data(feats, label_sets, n_classes, self.max_labels, canonical_shapes=canonical)
@@ -424,23 +425,3 @@ class ORLR(_BagClassifier):
             self._set_posterior(read_posterior(nc))
             self._diagnostics = None
         super()._check_loaded(param_file)
-
-
-def _pruned(
-    feats: list[np.ndarray], label_sets: list[Any], fraction: float
-) -> tuple[list[np.ndarray], list[Any], list[int]]:
-    """The bags left after pruning (Pham, Raich & Fern, 6.6.2), and the input indices left out.
-
-    The ``floor(fraction * B)`` bags with the most DP work (``dp.packing.dp_work``,
-    ties to the earlier bag) are left out: a few bags with many labels can
-    cost more than all the others together.
-    """
-    if not 0.0 <= float(fraction) < 1.0:
-        raise ValueError(f"prune={fraction}: give the fraction of bags to leave out, in [0, 1)")
-    n_out = int(np.floor(float(fraction) * len(feats)))
-    if n_out == 0:
-        return feats, label_sets, []
-    work = dp_work([len(x) for x in feats], [len(set(s)) for s in label_sets])
-    out = np.sort(np.argsort(-work, kind="stable")[:n_out])
-    keep = np.setdiff1d(np.arange(len(feats)), out)
-    return [feats[i] for i in keep], [label_sets[i] for i in keep], out.tolist()

@@ -9,10 +9,11 @@ that only predicts never needs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ..dp.packing import dp_work
 from ..model.numpyro_model import ModelData
 
 if TYPE_CHECKING:  # ArviZ is heavy: imported only for a fit or a posterior file that needs it
@@ -206,3 +207,23 @@ def read_posterior(nc: Path) -> az.InferenceData:
     if posterior is None or not {"W", "beta"} <= set(posterior.data_vars):
         raise ValueError(f"{nc} holds no posterior draws of W and beta: re-save the model")
     return idata
+
+
+def pruned(
+    feats: list[np.ndarray], label_sets: list[Any], fraction: float
+) -> tuple[list[np.ndarray], list[Any], list[int]]:
+    """The bags left after pruning (Pham, Raich & Fern, 6.6.2), and the input indices left out.
+
+    The ``floor(fraction * B)`` bags with the most DP work (``dp.packing.dp_work``,
+    ties to the earlier bag) are left out: a few bags with many labels can
+    cost more than all the others together.
+    """
+    if not 0.0 <= float(fraction) < 1.0:
+        raise ValueError(f"prune={fraction}: give the fraction of bags to leave out, in [0, 1)")
+    n_out = int(np.floor(float(fraction) * len(feats)))
+    if n_out == 0:
+        return feats, label_sets, []
+    work = dp_work([len(x) for x in feats], [len(set(s)) for s in label_sets])
+    out = np.sort(np.argsort(-work, kind="stable")[:n_out])
+    keep = np.setdiff1d(np.arange(len(feats)), out)
+    return [feats[i] for i in keep], [label_sets[i] for i in keep], out.tolist()
