@@ -249,7 +249,7 @@ def _em(
     max_iter = start.history.shape[0] - 1
 
     def _pass(s: _State) -> _State:
-        key, draw = random.split(s.key)
+        key = s.key
         if sizes is None:
             batch = arrays
             e = e_step(s.params, batch, scales, shape, fit_intercept, fallback)
@@ -257,6 +257,7 @@ def _em(
             change = jnp.abs(e.log_joint - old)
             converged = (s.n_iter > 0) & (change <= tol * jnp.maximum(jnp.abs(old), 1.0))
         else:
+            key, draw = random.split(s.key)
             batch, weights = _draw_bags(draw, arrays, sizes)
             _, e = _weighted(e_step(s.params, batch, scales, shape, fit_intercept, fallback), weights)
             converged = jnp.asarray(False)  # estimates are noisy: a fixed budget, no stopping test
