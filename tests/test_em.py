@@ -53,7 +53,14 @@ def test_e_step_and_q_are_the_model_s(digits):
     from scipy.special import log_softmax
 
     from orlr_ppl import instance_posteriors
-    from orlr_ppl.model.log_density import e_step, expected_log_joint, prior_scales
+    from orlr_ppl.model.log_density import (
+        e_step,
+        expected_log_joint,
+        expected_log_joint_flat,
+        flat_responsibilities,
+        flat_rows,
+        prior_scales,
+    )
     from orlr_ppl.model.numpyro_model import orlr_model, split_model_data
 
     rng = np.random.default_rng(0)
@@ -86,6 +93,19 @@ def test_e_step_and_q_are_the_model_s(digits):
         )
         q = float(expected_log_joint(params, e.posteriors, arrays, scales, shape))
         assert q == pytest.approx(q_lik + log_prior, rel=1e-10)
+        # The M-step's Q on the real instances alone, padded buckets or not, is the same sum.
+        for canonical in (False, True):
+            data = make_model_data(
+                digits.bags, digits.label_sets, 10, dtype=np.float64, canonical_shapes=canonical
+            )
+            arrays, shape = split_model_data(data)
+            rows = flat_rows(arrays)
+            assert rows.features.shape[0] >= sum(len(b) for b in digits.bags)
+            post = e_step(params, arrays, scales, shape).posteriors
+            resp = flat_responsibilities(post, rows)
+            np.testing.assert_allclose(np.asarray(resp).sum(), sum(len(b) for b in digits.bags), rtol=1e-12)
+            flat = float(expected_log_joint_flat(params, resp, rows, arrays, scales, shape))
+            assert flat == pytest.approx(q_lik + log_prior, rel=1e-10)
 
 
 def test_m_step_is_kept_only_when_q_rises(digits):

@@ -11,7 +11,9 @@ An M-step is kept only when it raises ``Q``, which (the EM inequality) never
 lowers the log posterior ``sum_b log p(Y_b | X_b, theta) + log p(theta)``.
 Both ``Q`` and the E-step come from ``orlr_model`` itself
 (``model.log_density.e_step``, ``expected_log_joint``), with its sum-to-zero
-``W_raw``, ``beta_raw``, so EM, MAP and the samplers share one objective.
+``W_raw``, ``beta_raw``, so EM, MAP and the samplers share one objective. The
+M-step evaluates ``Q`` on the real instances alone (``expected_log_joint_flat``):
+it runs ``Q`` many times per E-step, and the buckets are half padding or more.
 
 The whole fit (E-steps, M-steps with their line searches, and the stopping
 test) is one ``lax.while_loop`` in a module-level jitted program, with the data
@@ -44,7 +46,19 @@ import numpy as np
 import optax
 from jax import lax, random
 
-from ..model.log_density import EStep, Params, Scales, e_step, expected_log_joint, potential, prior_scales
+from ..model.log_density import (
+    EStep,
+    FlatRows,
+    Params,
+    Scales,
+    e_step,
+    expected_log_joint,
+    expected_log_joint_flat,
+    flat_responsibilities,
+    flat_rows,
+    potential,
+    prior_scales,
+)
 from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data, sum_to_zero_basis
 
 Array = jax.Array
@@ -82,7 +96,9 @@ def _ascent() -> optax.GradientTransformationExtraArgs:
     Each search starts at twice the last accepted step and halves it until
     ``Q`` rises by at least ``1e-4 * step * |grad|**2``: the classic
     generalised EM's M-step. The step carries over across M-steps through the
-    optimiser's state.
+    optimiser's state, and so do ``Q`` and its gradient at the accepted point
+    (``store_grad``), which the next step of the same M-step reuses rather
+    than evaluates again.
     """
     return optax.chain(
         optax.sgd(learning_rate=1.0),
@@ -92,6 +108,7 @@ def _ascent() -> optax.GradientTransformationExtraArgs:
             decrease_factor=0.5,
             increase_factor=2.0,
             max_learning_rate=1e30,
+            store_grad=True,
         ),
     )
 
@@ -171,6 +188,7 @@ def _m_step(
     m_steps: Array,
     shape: ModelShape,
     fit_intercept: bool,
+    rows: FlatRows | None = None,
 ) -> tuple[Params, optax.OptState]:
     """``m_steps`` line-searched gradient steps on ``Q``; the start back if ``Q`` did not rise.
 
@@ -181,26 +199,38 @@ def _m_step(
     later search too short to move, and EM stuck short of the optimum.
     """
 
-    def loss(p: Params) -> Array:
-        return -expected_log_joint(p, e.posteriors, arrays, scales, shape, fit_intercept)
+    if rows is None:
+
+        def loss(p: Params) -> Array:
+            return -expected_log_joint(p, e.posteriors, arrays, scales, shape, fit_intercept)
+
+    else:  # the same Q on the real instances alone (``expected_log_joint_flat``)
+        resp = flat_responsibilities(e.posteriors, rows)
+
+        def loss(p: Params) -> Array:
+            return -expected_log_joint_flat(p, resp, rows, arrays, scales, shape, fit_intercept)
 
     opt = _ascent()
     failed_before = optax.tree_utils.tree_get(opt_state, "decrease_error") > 0
     step = optax.tree_utils.tree_get(opt_state, "learning_rate")
-    opt_state = optax.tree_utils.tree_set(opt_state, learning_rate=jnp.where(failed_before, 1.0, step))
+    # The stored value and gradient are the last M-step's, of another Q: recompute them.
+    inf = jnp.asarray(jnp.inf, jax.tree.leaves(params)[0].dtype)
+    opt_state = optax.tree_utils.tree_set(
+        opt_state, learning_rate=jnp.where(failed_before, 1.0, step), value=inf
+    )
+    value_and_grad = optax.value_and_grad_from_state(loss)
 
     def _step(
         carry: tuple[Params, optax.OptState, Array, Array, Array, Array],
     ) -> tuple[Params, optax.OptState, Array, Array, Array, Array]:
         p, state, i, first, _, _ = carry
-        value, grad = jax.value_and_grad(loss)(p)
+        value, grad = value_and_grad(p, state=state)
         updates, state = opt.update(grad, state, p, value=value, grad=grad, value_fn=loss)
         failed = optax.tree_utils.tree_get(state, "decrease_error") > 0
         moved = jax.tree.map(lambda a, b: jnp.where(failed, a, b), p, optax.apply_updates(p, updates))
         return moved, state, i + 1, jnp.where(i == 0, value, first), value, failed
 
     # -Q at the start comes from the first step's own evaluation (m_steps >= 1), not a new one.
-    inf = jnp.asarray(jnp.inf, jax.tree.leaves(params)[0].dtype)
     start = (params, opt_state, jnp.asarray(0), inf, inf, jnp.asarray(False))
     new, opt_state, _, before, last, failed = lax.while_loop(lambda c: (c[2] < m_steps) & ~c[5], _step, start)
     # -Q where the loop stopped: the search's accepted value, or, after a failed search, the
@@ -229,6 +259,7 @@ def _em(
     fit_intercept: bool,
     fallback: bool,
     sizes: tuple[int, ...] | None = None,
+    rows: FlatRows | None = None,
 ) -> _State:
     """The whole EM from ``start``: a ``while_loop`` of E-step, stopping test, then M-step.
 
@@ -266,7 +297,7 @@ def _em(
         params, opt_state = lax.cond(
             stop,
             lambda: (s.params, s.opt_state),
-            lambda: _m_step(s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept),
+            lambda: _m_step(s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept, rows),
         )
         history = s.history.at[s.n_iter].set(jnp.where(e.resolved, e.log_joint, jnp.nan))
         n_iter = s.n_iter + jnp.where(stop, 0, 1)
@@ -279,6 +310,15 @@ def _em(
 
 _potential = jax.jit(potential, static_argnums=(3, 4))
 """``-log p(theta, Y | X)`` alone: stochastic EM's one exact evaluation, without a gradient."""
+
+
+def _sharded(arrays: ModelArrays) -> bool:
+    """Whether any array lies over several devices (``model.shard_model_data``)."""
+    return any(
+        len(getattr(a, "sharding", None).device_set) > 1
+        for a in jax.tree.leaves(arrays)
+        if isinstance(a, jax.Array)
+    )
 
 
 def fit_em(
@@ -334,14 +374,18 @@ def fit_em(
         fit_intercept,
     )
     sizes = sample_sizes(arrays, float(bag_fraction))
+    # Plain EM's M-steps run on the real instances alone. Stochastic EM's run on the buckets it
+    # draws, and sharded data's on the buckets too, which stay split over the devices.
+    rows = jax.device_put(flat_rows(arrays)) if sizes is None and not _sharded(arrays) else None
     key = random.PRNGKey(int(seed))
-    state = _em(_start(params, int(max_iter), key), *args, fallback=False, sizes=sizes)
+    state = _em(_start(params, int(max_iter), key), *args, fallback=False, sizes=sizes, rows=rows)
     if bool(state.unresolved):  # near underflow: go on, from the same state, in exact arithmetic
         state = _em(
             state._replace(done=jnp.asarray(False), unresolved=jnp.asarray(False)),
             *args,
             fallback=True,
             sizes=sizes,
+            rows=rows,
         )
     n_iter = int(state.n_iter)
     history = np.asarray(state.history, np.float64)[: n_iter + 1]

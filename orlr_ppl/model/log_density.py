@@ -26,6 +26,7 @@ import numpy as np
 from numpyro import handlers
 from numpyro.infer.util import log_likelihood, potential_energy
 
+from ..dp.packing import canonical_size
 from .distribution import BagLabelSet
 from .numpyro_model import ModelArrays, ModelShape, join_model_data, orlr_model
 
@@ -96,11 +97,16 @@ class EStep(NamedTuple):
     resolved: Array
 
 
-def _sites(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
-    """The model's latent and observed sample sites, run at ``params``."""
+def _trace(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
+    """The model's trace at ``params``."""
     data = join_model_data(arrays, shape)
     model = handlers.substitute(orlr_model, data=params)
-    tr = handlers.trace(model).get_trace(data, **_model_kwargs(scales, fit_intercept))
+    return handlers.trace(model).get_trace(data, **_model_kwargs(scales, fit_intercept))
+
+
+def _sites(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
+    """The model's latent and observed sample sites, run at ``params``."""
+    tr = _trace(params, arrays, scales, shape, fit_intercept)
     samples = [s for s in tr.values() if s["type"] == "sample"]
     latent = [s for s in samples if not s["is_observed"]]
     observed = [s for s in samples if s["is_observed"]]
@@ -149,3 +155,61 @@ def expected_log_joint(
     latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
     expected = sum(jnp.sum(s["fn"].expected_complete_log_prob(r)) for s, r in zip(observed, posteriors))
     return _log_prior(latent) + expected
+
+
+class FlatRows(NamedTuple):
+    """The buckets' real instances as rows, for an M-step that skips their padding.
+
+    Attributes:
+        features: (M, d) features of every real instance, zero rows past them;
+            ``M`` is a ``canonical_size``, so folds of similar size share programs.
+        cells: (M,) int32 each row's cell among the buckets' (B_k * N_k) cells
+            laid end to end; rows past the real ones point one past the last cell.
+    """
+
+    features: np.ndarray
+    cells: np.ndarray
+
+
+def flat_rows(arrays: ModelArrays) -> FlatRows:
+    """``FlatRows`` of host ``arrays`` (``split_model_data``), built on the host once per fit."""
+    masks = [np.asarray(m).reshape(-1) for _, m, _ in arrays]
+    offsets = np.cumsum([0] + [len(m) for m in masks])
+    cells = np.concatenate([off + np.flatnonzero(m) for off, m in zip(offsets, masks)])
+    feats = np.concatenate([np.asarray(x).reshape(len(m), -1)[m] for (x, _, _), m in zip(arrays, masks)])
+    rows = canonical_size(len(cells))
+    extra = rows - len(cells)
+    return FlatRows(
+        np.pad(feats, ((0, extra), (0, 0))),
+        np.pad(cells, (0, extra), constant_values=offsets[-1]).astype(np.int32),
+    )
+
+
+def flat_responsibilities(posteriors: tuple[Array, ...], rows: FlatRows) -> Array:
+    """(M, C) the rows' responsibilities from ``e_step``'s per-bucket (B_k, N_k, C); zero past real rows."""
+    n_classes = posteriors[0].shape[-1]
+    cells = [r.reshape(-1, n_classes) for r in posteriors] + [jnp.zeros((1, n_classes), posteriors[0].dtype)]
+    return jnp.concatenate(cells)[rows.cells]
+
+
+def expected_log_joint_flat(
+    params: Params,
+    responsibilities: Array,
+    rows: FlatRows,
+    arrays: ModelArrays,
+    scales: Scales,
+    shape: ModelShape,
+    fit_intercept: bool = True,
+) -> Array:
+    """``expected_log_joint`` on ``rows`` (``flat_responsibilities``), with no padded instance.
+
+    The same ``Q``: the model's log prior and its ``W``, ``beta`` (deterministic
+    sites), and the label-set sites' expected complete log-likelihood summed
+    over real instances only. A fit evaluates ``Q`` many times per E-step, and
+    on the buckets half or more of its matmul is padding.
+    """
+    tr = _trace(params, arrays, scales, shape, fit_intercept)
+    latent = [s for s in tr.values() if s["type"] == "sample" and not s["is_observed"]]
+    x = rows.features
+    logits = x @ tr["W"]["value"].astype(x.dtype) + tr["beta"]["value"].astype(x.dtype)
+    return _log_prior(latent) + jnp.sum(responsibilities * jax.nn.log_softmax(logits, axis=-1))
