@@ -171,3 +171,74 @@ def test_ragged_predictions_of_similar_shapes_share_a_program():
         want_ll, want_post = brute_force(logits, sets)
         np.testing.assert_allclose(p, want_post, atol=1e-5)
         assert value == pytest.approx(want_ll, abs=1e-4)
+
+
+def test_a_shared_layout_packs_every_fold_alike_and_changes_no_result():
+    """Folds with other label-set sizes (one lacks |Y| = 3) pack into one layout; values unchanged."""
+    from orlr_ppl.dp.packing import shared_layout
+
+    rng = np.random.default_rng(3)
+    bags = [rng.normal(size=(int(n), 4)) for n in rng.integers(3, 9, 30)]
+    sets = [np.sort(rng.choice(6, 1 + b % 2, replace=False)) for b in range(30)]
+    sets[7] = np.array([0, 2, 4])  # the one bag with three labels
+    folds = [np.arange(30) % 3 != f for f in range(3)]  # fold 1 holds bag 7 out
+    shapes = [
+        (
+            np.array([len(bags[i]) for i in np.flatnonzero(f)]),
+            np.array([len(sets[i]) for i in np.flatnonzero(f)]),
+        )
+        for f in folds
+    ]
+    layout = shared_layout(shapes)
+    params = {"W_raw": rng.normal(size=(4, 5)), "beta_raw": rng.normal(size=5)}
+    families = set()
+    with jax.enable_x64(True):
+        scales = prior_scales(1.0, 5.0, np.float64)
+        for f in folds:
+            fb, fs = [bags[i] for i in np.flatnonzero(f)], [sets[i] for i in np.flatnonzero(f)]
+            out = []
+            for kw in ({}, {"layout": layout}):
+                data = make_model_data(fb, fs, 6, dtype=np.float64, **kw)
+                arrays, shape = split_model_data(data)
+                out.append((potential_and_grad(params, arrays, scales, shape, True), data))
+            (v0, g0), _ = out[0]
+            (v1, g1), shared = out[1]
+            assert float(v1) == pytest.approx(float(v0), rel=1e-12)
+            np.testing.assert_allclose(g1["W_raw"], g0["W_raw"], rtol=1e-10, atol=1e-12)
+            families.add(tuple((b.max_labels, b.mask.shape) for b in shared.buckets))
+            assert sorted(np.concatenate([b.bag_ids for b in shared.buckets]).tolist()) == list(
+                range(len(fb))
+            )
+    assert len(families) == 1 and 3 in [k for k, _ in next(iter(families))]
+    with pytest.raises(ValueError, match="do not fit the fixed layout"):
+        make_model_data([np.ones((20, 4))], [[0, 1]], 6, layout=layout)  # longer than any bucket takes
+
+
+def test_cross_validation_gives_canonical_models_one_layout(tmp_path):
+    """Every fold's EM runs the one compiled program, and a model fitted on the layout saves as True."""
+    import warnings
+
+    from orlr_ppl.data.datasets import make_miml_digits
+    from orlr_ppl.estimators import ORLR
+    from orlr_ppl.evaluation.cross_validation import cross_validate, fold_layout
+    from orlr_ppl.inference import em
+
+    data = make_miml_digits(60, seed=2)
+    jax.clear_caches()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 3 iterations converge nowhere
+        cross_validate(
+            data,
+            {"EM": lambda: ORLR(method="em", max_iter=3, canonical_shapes=True)},
+            "inductive",
+            n_folds=4,
+            seed=0,
+        )
+        assert em._em._cache_size() == 1
+        trains = [train for train, _ in data.kfold(4, seed=0)]
+        model = ORLR(method="em", max_iter=3, canonical_shapes=fold_layout(trains)).fit(trains[0])
+    assert model.canonical_shapes_ is True
+    loaded = ORLR.load(model.save(tmp_path / "m"))
+    assert loaded.canonical_shapes is True
+    for mine, theirs in zip(loaded.predict_proba(data.bags[:3]), model.predict_proba(data.bags[:3])):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-6)

@@ -254,6 +254,26 @@ def stream_layout(
     return fixed_layout(plan, rows), groups
 
 
+def shared_layout(collections: Sequence[tuple[np.ndarray, np.ndarray]]) -> Layout:
+    """One ``Layout`` that every one of several bag collections packs into, e.g. a cross-validation's folds.
+
+    The buckets are ``pack_bags``' for all the bags together (``length_plan``),
+    each with as many rows as the most any collection puts in it, padded to
+    canonical sizes; a collection with no bag of some label-set size gets
+    that bucket empty (padding bags, which change no result). Every fit on
+    one of the collections then has the same shapes, and compiles once.
+
+    Args:
+        collections: per collection, (n,) instance counts and (n,) label-set sizes.
+    """
+    lengths, sizes = (np.concatenate([np.asarray(c[i], np.int64) for c in collections]) for i in (0, 1))
+    plan = length_plan(lengths, sizes)
+    rows = np.zeros(len(plan[0]), np.int64)
+    for n, k in collections:
+        rows = np.maximum(rows, np.bincount(layout_groups(n, k, plan), minlength=len(rows)))
+    return fixed_layout(plan, rows)
+
+
 def pack_label_matrix(
     n_instances: np.ndarray,
     label_matrix: np.ndarray | None,
@@ -288,7 +308,8 @@ def _plan(lengths: np.ndarray, sizes: np.ndarray, canonical: bool, layout: Layou
         if np.any(group < 0) or np.any(counts > layout.n_rows):
             raise ValueError(
                 "bags do not fit the fixed layout (a label-set size or length it has no bucket for, or more "
-                "bags than a bucket's rows): plan the layout from every bag the stream will pack"
+                "bags than a bucket's rows): plan the layout from every bag it will pack "
+                "(shared_layout, stream_layout)"
             )
         order = np.argsort(group, kind="stable")
         parts = np.split(order, np.cumsum(counts)[:-1])

@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._version import __version__
 from ..data import UNLABELLED
 from ..data.container import MIMLData
+from ..dp.packing import Layout
 from ..dp.ragged import instance_posteriors
 from ..dp.validation import check_features, check_label_sets
 from ..evaluation.metrics import instance_accuracy
@@ -319,7 +320,8 @@ class _BagClassifier(BaseEstimator):
             "package": "orlr-ppl",
             "version": __version__,
             "estimator": type(self).__name__,
-            "params": self.get_params(),
+            # A packing layout (``canonical_shapes``) shapes a fit only, not its predictions.
+            "params": {k: True if isinstance(v, Layout) else v for k, v in self.get_params().items()},
             "n_classes": int(self.n_classes_),
             "n_features": int(self.n_features_in_),
             "training_data": getattr(self, "training_shape_", None),

@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from ..dp.packing import pack_bags
+from ..dp.packing import Layout, pack_bags
 from ..dp.ragged import packed_posteriors
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
@@ -99,7 +99,11 @@ class ORLR(_BagClassifier):
             for EM and MAP, whose cost is mostly compiling, not for NUTS and
             SVI, which evaluate the gradient thousands of times (padding cost
             them 11-46 % more DP cells on Letter Frost and HJA folds); True
-            suits many short sampler fits, as in a cross-validation.
+            suits many short sampler fits, as in a cross-validation. A
+            ``dp.packing.Layout`` (``shared_layout``) packs into exactly its
+            buckets: ``cross_validate`` gives one covering every training
+            fold to a model with ``canonical_shapes=True``, so that all folds
+            share one compiled program. It is saved as True.
             ``canonical_shapes_`` says what the fit did.
 
     Labels. ``label_sets`` are one list per bag of class indices or of class
@@ -157,7 +161,7 @@ class ORLR(_BagClassifier):
         standardize: bool = True,
         prune: float = 0.0,
         bag_fraction: float = 1.0,
-        canonical_shapes: bool | None = None,
+        canonical_shapes: bool | Layout | None = None,
     ) -> None:
         self.method = method
         self.prior_scale = prior_scale
@@ -205,9 +209,13 @@ class ORLR(_BagClassifier):
         self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
-        canonical = self.canonical_shapes
+        canonical, layout = self.canonical_shapes, None
+        if isinstance(canonical, Layout):
+            canonical, layout = True, canonical
         canonical = self.method in ("em", "map") if canonical is None else bool(canonical)
-        data = make_model_data(feats, label_sets, n_classes, self.max_labels, canonical_shapes=canonical)
+        data = make_model_data(
+            feats, label_sets, n_classes, self.max_labels, canonical_shapes=canonical, layout=layout
+        )
         self.canonical_shapes_ = canonical
         if self.method in ("nuts", "svi"):
             self._fit_posterior(data)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from ..data.container import MIMLData
+from ..dp.packing import Layout, shared_layout
 from ..inference.diagnostics import ConvergenceWarning
 from . import metrics
 
@@ -108,6 +109,18 @@ def fold_scores(model: Any, train: MIMLData, test: MIMLData) -> dict[str, float]
     }
 
 
+def fold_layout(trains: Sequence[MIMLData]) -> Layout:
+    """The packing ``Layout`` that every training fold fits (``dp.packing.shared_layout``).
+
+    ``cross_validate`` gives it to the models with ``canonical_shapes=True``:
+    folds then differ in no bucket (even a label-set size that one fold lacks
+    keeps its bucket, empty), so a sampler compiles its chain program once.
+    """
+    return shared_layout(
+        [(np.array([len(b) for b in t.bags]), np.array([len(y) for y in t.label_sets])) for t in trains]
+    )
+
+
 def cross_validate(
     data: MIMLData,
     models: Mapping[str, Callable[[], Any]],
@@ -134,7 +147,9 @@ def cross_validate(
         raise ValueError(f"protocol={protocol!r}: choose one of {PROTOCOLS}")
     data.check_fittable()
     rows: dict[str, dict[str, list[float]]] = {name: {} for name in models}
-    for fold, (train, test) in enumerate(data.kfold(n_folds, seed)):
+    folds = list(data.kfold(n_folds, seed))
+    layout = fold_layout([train for train, _ in folds])
+    for fold, (train, test) in enumerate(folds):
         if standardize:
             scaler = train.fit_standardizer()
             train, test = scaler.transform(train), scaler.transform(test)
@@ -145,7 +160,12 @@ def cross_validate(
                 # The published ORLR-EM protocol (50 iterations, no prior: the maximum likelihood is often
                 # at infinity) rarely meets tol, by design; a warning per fold would only bury the table.
                 warnings.filterwarnings("ignore", message="EM stopped after", category=ConvergenceWarning)
-                model = make().fit(train)
+                model = make()
+                if (
+                    getattr(model, "get_params", dict)().get("canonical_shapes") is True
+                ):  # folds share a program
+                    model.set_params(canonical_shapes=layout)
+                model = model.fit(train)
             seconds = time.perf_counter() - t0
             fitted.append(model)
             for k, v in {**fold_scores(model, train, test), "fit_seconds": seconds}.items():

@@ -149,6 +149,7 @@ def make_model_data(
     max_labels: int = DEFAULT_MAX_LABELS,
     dtype: type = np.float32,
     canonical_shapes: bool = False,
+    layout: Layout | None = None,
 ) -> ModelData:
     """Validate and pack bags for ``orlr_model``.
 
@@ -163,11 +164,20 @@ def make_model_data(
             (``dp.packing.canonical_size``) with bags that change no result,
             so that fits on other folds or datasets of similar shape reuse
             compiled programs; worth it where compiling dominates (EM, MAP).
+        layout: pack into exactly these buckets (``dp.packing.shared_layout``
+            of every fold of a cross-validation, say), so that all share one
+            program; a ValueError if the bags do not fit it.
     """
     feats = check_features(bags)
     n_inst = [x.shape[0] for x in feats]
     sets = None if label_sets is None else check_label_sets(label_sets, n_inst, n_classes, max_labels)
-    packed = pack_bags(n_inst, sets, canonical=canonical_shapes)
+    if layout is not None and sets is not None:
+        matrix = np.zeros((len(sets), n_classes), bool)
+        for row, labels in enumerate(sets):
+            matrix[row, labels] = True
+        packed = pack_label_matrix(np.asarray(n_inst), matrix, canonical=True, layout=layout)
+    else:
+        packed = pack_bags(n_inst, sets, canonical=canonical_shapes)
     return _model_data(packed, np.concatenate(feats).astype(dtype), sets is not None, n_classes, max_labels)
 
 
