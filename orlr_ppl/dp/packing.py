@@ -140,7 +140,10 @@ def _length_groups(lengths: np.ndarray, n_slots: int) -> list[np.ndarray]:
 
 
 def pack_bags(
-    n_instances: Sequence[int], label_sets: Sequence[np.ndarray] | None, canonical: bool = False
+    n_instances: Sequence[int],
+    label_sets: Sequence[np.ndarray] | None,
+    canonical: bool = False,
+    layout: Layout | None = None,
 ) -> PackedBags:
     """Pack bags for the DP. Instances are rows of one flat array, bag by bag.
 
@@ -153,6 +156,9 @@ def pack_bags(
             ``canonical_size`` (with padding bags that change no result), so
             that other folds and datasets of similar shape share compiled
             programs: for fits whose cost is mostly compiling (EM, MAP).
+        layout: pack labelled bags into exactly these buckets (``shared_layout``),
+            so that every collection it covers shares the programs; a ValueError
+            if the bags do not fit it.
     """
     if label_sets is None:
         return _pack(np.asarray(n_instances, np.int64), np.zeros(len(n_instances), np.int64), None, canonical)
@@ -161,7 +167,7 @@ def pack_bags(
     def _labels(ids: np.ndarray, k: int) -> np.ndarray:
         return np.stack([label_sets[i] for i in ids], axis=1)
 
-    return _pack(np.asarray(n_instances, np.int64), sizes, _labels, canonical)
+    return _pack(np.asarray(n_instances, np.int64), sizes, _labels, canonical or layout is not None, layout)
 
 
 class Layout(NamedTuple):
@@ -353,7 +359,7 @@ def _pack(
         instance_slot[index[mask]] = slots[mask]
         bag_slot[ids] = n_rows_done + np.arange(len(ids))
         labels = np.zeros((int(k), n_rows), np.int32)
-        if k:
+        if k and len(ids):  # a layout's bucket may hold no bag
             labels[:, : len(ids)] = labels_of(ids, int(k))
         label_mask = np.broadcast_to(real[None, :], labels.shape).copy()
         buckets.append(Bucket(index.astype(np.int32), mask, labels, label_mask, ids.astype(np.int32)))

@@ -12,13 +12,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.special import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from ..dp.packing import Layout, pack_bags
-from ..dp.ragged import packed_posteriors
+from ..dp.packing import Layout
+from ..dp.ragged import linear_posteriors
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
 from ..model.numpyro_model import ModelData, make_model_data
@@ -30,6 +31,8 @@ from .orlr_fit import (
     SamplerSettings,
     fit_point,
     fit_posterior,
+    layout_of,
+    pack_draw_inputs,
     pruned,
     read_posterior,
     thin_draws,
@@ -209,9 +212,7 @@ class ORLR(_BagClassifier):
         self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
-        canonical, layout = self.canonical_shapes, None
-        if isinstance(canonical, Layout):
-            canonical, layout = True, canonical
+        canonical, layout = self.canonical_shapes, layout_of(self.canonical_shapes)
         canonical = self.method in ("em", "map") if canonical is None else bool(canonical)
         data = make_model_data(
             feats, label_sets, n_classes, self.max_labels, canonical_shapes=canonical, layout=layout
@@ -342,18 +343,20 @@ class ORLR(_BagClassifier):
         """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over draws (NUTS/SVI)."""
         if not hasattr(self, "coef_draws_"):
             return super()._transductive_proba(feats, sets)
-        total = sum(self._draw_posteriors(feats, sets))
+        total = np.asarray(sum(self._draw_posteriors(feats, sets)))
         return split_by_bag(total / len(self.coef_draws_), feats)
 
-    def _draw_posteriors(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[np.ndarray]:
+    def _draw_posteriors(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[jax.Array]:
         """Per draw (or the point estimate), the (n, C) DP posteriors ``p(y | Y_b, X_b, theta_s)``.
 
         All bags' instances concatenated in order; zero outside each bag's set.
         """
-        # Packing depends only on the bags, not on the draw: do it once.
-        packed, flat = pack_bags([len(x) for x in feats], sets), np.concatenate(feats)
-        for w, b in zip(*self._draws()):
-            yield np.asarray(packed_posteriors(jnp.asarray(flat @ w + b), packed)[1])
+        flat, packed = pack_draw_inputs(feats, sets, self.canonical_shapes)
+        rows = sum(len(x) for x in feats)
+        for w, b in zip(*self._draws()):  # dispatched ahead: no host round trip per draw
+            yield linear_posteriors(flat, jnp.asarray(w, flat.dtype), jnp.asarray(b, flat.dtype), packed)[
+                :rows
+            ]
 
     # -- posterior predictive ------------------------------------------------------
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from ..dp.packing import dp_work
+from ..dp.packing import Layout, PackedBags, dp_work
+from ..dp.ragged import pack_canonical
 from ..model.numpyro_model import ModelData
 
 if TYPE_CHECKING:  # ArviZ is heavy: imported only for a fit or a posterior file that needs it
@@ -227,3 +230,24 @@ def pruned(
     out = np.sort(np.argsort(-work, kind="stable")[:n_out])
     keep = np.setdiff1d(np.arange(len(feats)), out)
     return [feats[i] for i in keep], [label_sets[i] for i in keep], out.tolist()
+
+
+def layout_of(canonical_shapes: bool | Layout | None) -> Layout | None:
+    """``ORLR(canonical_shapes=...)``'s packing layout, if it is one."""
+    return canonical_shapes if isinstance(canonical_shapes, Layout) else None
+
+
+def pack_draw_inputs(
+    feats: list[np.ndarray], sets: list[np.ndarray], canonical_shapes: bool | Layout | None
+) -> tuple[jax.Array, PackedBags]:
+    """Flat features (rows, d) and packing for ``dp.ragged.linear_posteriors``, on canonical shapes.
+
+    The fit's layout where it covers these bags (a cross-validation's training
+    folds), so that every fold's transductive predictions share one program.
+    """
+    n_inst = [len(x) for x in feats]
+    try:
+        flat, packed = pack_canonical(np.concatenate(feats), n_inst, sets, layout_of(canonical_shapes))
+    except ValueError:  # bags the layout does not cover
+        flat, packed = pack_canonical(np.concatenate(feats), n_inst, sets)
+    return jnp.asarray(flat), packed  # float32 unless jax_enable_x64

@@ -280,21 +280,24 @@ def _check_steps(store: BagStore, batch_bags: int, process_count: int) -> None:
         )
 
 
+class StreamSettings(NamedTuple):
+    """How a streamed fit walks the store (``fit_streaming``'s arguments of the same names)."""
+
+    learning_rate: float
+    fit_intercept: bool
+    epochs: int
+    batch_bags: int
+    seed: int
+    mesh: Mesh | None
+    process_index: int
+    process_count: int
+
+
 def _stream(
-    step: Callable[..., tuple[S, Array]],
-    state: S,
-    store: BagStore,
-    scales: Scales,
-    learning_rate: float,
-    fit_intercept: bool,
-    epochs: int,
-    batch_bags: int,
-    seed: int,
-    mesh: Mesh | None,
-    process_index: int,
-    process_count: int,
+    step: Callable[..., tuple[S, Array]], state: S, store: BagStore, scales: Scales, how: StreamSettings
 ) -> tuple[S, np.ndarray]:
     """``state`` after ``step`` on each minibatch of ``epochs`` shuffled epochs, and (n_steps,) its losses."""
+    learning_rate, fit_intercept, epochs, batch_bags, seed, mesh, process_index, process_count = how
     if int(epochs) < 1 or int(batch_bags) < 1 or not learning_rate > 0:
         raise ValueError(
             f"need epochs >= 1, batch_bags >= 1 and learning_rate > 0, got epochs={epochs}, "
@@ -347,18 +350,9 @@ def fit_streaming(
     params = _zeros(store, fit_intercept, init)
     scales = prior_scales(prior_scale, intercept_scale, store.dtype)
     state = _AdamState(params, optax.adam(learning_rate).init(params))
-    run = (
-        store,
-        scales,
-        learning_rate,
-        fit_intercept,
-        epochs,
-        batch_bags,
-        seed,
-        mesh,
-        process_index,
-        process_count,
+    how = StreamSettings(
+        learning_rate, fit_intercept, epochs, batch_bags, seed, mesh, process_index, process_count
     )
-    state, losses = _stream(_map_step, state, *run)
+    state, losses = _stream(_map_step, state, store, scales, how)
     raw = {k: np.asarray(v) for k, v in state.params.items()}
     return StreamingMAPResult(*_weights(raw, store.n_classes), raw, losses, len(losses))

@@ -25,7 +25,15 @@ from jax.sharding import Mesh
 
 from ..model.log_density import Params, Scales, prior_scales
 from ..model.numpyro_model import ModelArrays, ModelShape, sum_to_zero_basis
-from .streaming import DEFAULT_BATCH_BAGS, _likelihood_weight, _potential, _stream, _weights, _zeros
+from .streaming import (
+    DEFAULT_BATCH_BAGS,
+    StreamSettings,
+    _likelihood_weight,
+    _potential,
+    _stream,
+    _weights,
+    _zeros,
+)
 
 if TYPE_CHECKING:  # the store is the data layer's; this layer takes it as an argument
     from ..data.store import BagStore
@@ -123,19 +131,10 @@ def fit_streaming_svi(
         loc, log_scale, optax.adam(learning_rate).init((loc, log_scale)), jax.random.PRNGKey(seed)
     )
     scales = prior_scales(prior_scale, intercept_scale, store.dtype)
-    run = (
-        store,
-        scales,
-        learning_rate,
-        fit_intercept,
-        epochs,
-        batch_bags,
-        seed,
-        mesh,
-        process_index,
-        process_count,
+    how = StreamSettings(
+        learning_rate, fit_intercept, epochs, batch_bags, seed, mesh, process_index, process_count
     )
-    state, losses = _stream(_svi_step, state, *run)
+    state, losses = _stream(_svi_step, state, store, scales, how)
     mean = {k: np.asarray(v, np.float64) for k, v in state.loc.items()}
     sd = {k: np.exp(np.asarray(v, np.float64)) for k, v in state.log_scale.items()}
     w, beta = _weights(mean, store.n_classes)

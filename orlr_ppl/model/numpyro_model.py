@@ -171,13 +171,7 @@ def make_model_data(
     feats = check_features(bags)
     n_inst = [x.shape[0] for x in feats]
     sets = None if label_sets is None else check_label_sets(label_sets, n_inst, n_classes, max_labels)
-    if layout is not None and sets is not None:
-        matrix = np.zeros((len(sets), n_classes), bool)
-        for row, labels in enumerate(sets):
-            matrix[row, labels] = True
-        packed = pack_label_matrix(np.asarray(n_inst), matrix, canonical=True, layout=layout)
-    else:
-        packed = pack_bags(n_inst, sets, canonical=canonical_shapes)
+    packed = pack_bags(n_inst, sets, canonical=canonical_shapes, layout=None if sets is None else layout)
     return _model_data(packed, np.concatenate(feats).astype(dtype), sets is not None, n_classes, max_labels)
 
 
