@@ -24,6 +24,9 @@ def test_canonical_sizes_are_a_coarse_grid_within_1_5x():
     assert all(s <= 1.5 * n for n, s in zip(range(5, 3000), sizes[4:]))
     assert np.all(np.diff(sizes) >= 0)
     assert len(set(sizes)) == 23  # two an octave: a compile per family, not per dataset
+    fine = [canonical_size(n, steps=8) for n in range(1, 3000)]
+    assert all(n <= s <= 1.125 * n for n, s in zip(range(5, 3000), fine[4:])) and np.all(np.diff(fine) >= 0)
+    assert len(set(fine)) > 3 * len(set(sizes))
 
 
 STRUCTURES = (

@@ -34,16 +34,18 @@ at least ``CANONICAL_FLOOR`` while its padded work stays under this: a few
 thousand DP cells cost microseconds, a new shape family a compile of seconds."""
 
 
-def canonical_size(n: int) -> int:
-    """The smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (two steps an octave) that is >= n.
+def canonical_size(n: int, steps: int = 2) -> int:
+    """The smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (``steps`` steps an octave) that is >= n.
 
-    Padding a count up to it costs at most 1.5x, and folds or datasets of
-    similar size land on the same value, so they share compiled programs.
+    With two steps an octave, padding a count up to it costs at most 1.5x,
+    and folds or datasets of similar size land on the same value, so they
+    share compiled programs. More steps pad less and share less.
     """
     if n <= 4:
         return max(int(n), 0)
     top = 1 << (int(n - 1).bit_length() - 1)  # the largest power of two below n
-    return top * 3 // 2 if n <= top * 3 // 2 else 2 * top
+    step = max(top // steps, 1)
+    return -(-int(n) // step) * step
 
 
 def dp_work(n_instances: Sequence[int], n_labels: Sequence[int]) -> np.ndarray:
