@@ -183,12 +183,16 @@ class Layout(NamedTuple):
         max_length: (G,) the longest bag each bucket takes (increasing within a size).
         n_rows: (G,) bags each bucket holds, real and padding.
         width: (G,) instances each bucket pads a bag to.
+        max_instances: the most instances any collection it was planned for
+            holds (``shared_layout``; 0 where unknown), so that arrays of
+            instances too can have one size for all of them.
     """
 
     n_labels: np.ndarray
     max_length: np.ndarray
     n_rows: np.ndarray
     width: np.ndarray
+    max_instances: int = 0
 
 
 def length_plan(
@@ -279,7 +283,8 @@ def shared_layout(collections: Sequence[tuple[np.ndarray, np.ndarray]]) -> Layou
     rows = np.zeros(len(plan[0]), np.int64)
     for n, k in collections:
         rows = np.maximum(rows, np.bincount(layout_groups(n, k, plan), minlength=len(rows)))
-    return fixed_layout(plan, rows)
+    most = max(int(np.sum(n)) for n, _ in collections)
+    return fixed_layout(plan, rows)._replace(max_instances=most)
 
 
 def pack_label_matrix(

@@ -376,7 +376,8 @@ def fit_em(
     sizes = sample_sizes(arrays, float(bag_fraction))
     # Plain EM's M-steps run on the real instances alone. Stochastic EM's run on the buckets it
     # draws, and sharded data's on the buckets too, which stay split over the devices.
-    rows = jax.device_put(flat_rows(arrays)) if sizes is None and not _sharded(arrays) else None
+    flat = sizes is None and not _sharded(arrays)
+    rows = jax.device_put(flat_rows(arrays, data.max_instances)) if flat else None
     key = random.PRNGKey(int(seed))
     state = _em(_start(params, int(max_iter), key), *args, fallback=False, sizes=sizes, rows=rows)
     if bool(state.unresolved):  # near underflow: go on, from the same state, in exact arithmetic

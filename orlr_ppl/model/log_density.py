@@ -172,15 +172,20 @@ class FlatRows(NamedTuple):
     cells: np.ndarray
 
 
-def flat_rows(arrays: ModelArrays) -> FlatRows:
-    """``FlatRows`` of host ``arrays`` (``split_model_data``), built on the host once per fit."""
+def flat_rows(arrays: ModelArrays, max_instances: int = 0) -> FlatRows:
+    """``FlatRows`` of host ``arrays`` (``split_model_data``), built on the host once per fit.
+
+    ``max_instances`` (``ModelData.max_instances``, from a shared layout): size
+    the rows for that many instances, so that every dataset of the layout gets
+    the same ``M``; 0 sizes them for these instances.
+    """
     masks = [np.asarray(m).reshape(-1) for _, m, _ in arrays]
     offsets = np.cumsum([0] + [len(m) for m in masks])
     cells = np.concatenate([off + np.flatnonzero(m) for off, m in zip(offsets, masks)])
     feats = np.concatenate([np.asarray(x).reshape(len(m), -1)[m] for (x, _, _), m in zip(arrays, masks)])
     # Eight steps an octave (at most 1.13x padding): the rows are the M-step's matmul, most of its
     # cost, and the ten folds of HJA (4,413-4,580 instances) still share one size, 4,608.
-    rows = canonical_size(len(cells), steps=8)
+    rows = canonical_size(max(len(cells), int(max_instances)), steps=8)
     extra = rows - len(cells)
     return FlatRows(
         np.pad(feats, ((0, extra), (0, 0))),

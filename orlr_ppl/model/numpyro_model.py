@@ -82,6 +82,7 @@ class ModelData(NamedTuple):
     n_bags: int
     n_features: int
     n_classes: int
+    max_instances: int = 0  # from a shared ``Layout``: instances of any dataset packed alike (0: unknown)
 
     def site_name(self, k: int) -> str:
         """Name of bucket ``k``'s label-set site (its plate is ``bags_k``)."""
@@ -172,7 +173,8 @@ def make_model_data(
     n_inst = [x.shape[0] for x in feats]
     sets = None if label_sets is None else check_label_sets(label_sets, n_inst, n_classes, max_labels)
     packed = pack_bags(n_inst, sets, canonical=canonical_shapes, layout=None if sets is None else layout)
-    return _model_data(packed, np.concatenate(feats).astype(dtype), sets is not None, n_classes, max_labels)
+    data = _model_data(packed, np.concatenate(feats).astype(dtype), sets is not None, n_classes, max_labels)
+    return data if layout is None else data._replace(max_instances=int(layout.max_instances))
 
 
 def make_model_data_flat(
