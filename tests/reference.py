@@ -48,3 +48,41 @@ def inclusion_exclusion_mp(logits: np.ndarray, label_set, dps: int = 60) -> floa
             sign = -1 if (k - len(members)) % 2 else 1
             total += sign * mpmath.exp(log_term)
         return float(mpmath.log(total))
+
+
+def brute_force_variants(logits, label_set, optional=(), leak=None, known=None) -> tuple[float, np.ndarray]:
+    """Enumerate labellings and leak patterns of the relaxed union: (log p, (n, C) posteriors), float64.
+
+    ``optional``: classes the instances may take without the bag naming them
+    (a novel class). ``leak``: per class of ``label_set``, the probability
+    that a leak, not an instance, switches it on (only the leak pattern on
+    ``label_set`` counts: the factor for the other classes is the caller's).
+    ``known``: per instance a class, or -1; a known instance takes its class
+    (the likelihood is then the joint one of the label set and those labels).
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    n, c = logits.shape
+    target, extra = [int(y) for y in label_set], set(int(o) for o in optional)
+    eps = dict(zip(target, [0.0] * len(target) if leak is None else [float(e) for e in leak]))
+    lp = log_softmax(logits, axis=1)
+    known = [-1] * n if known is None else [int(k) for k in known]
+    choices = [range(c) if k < 0 else [k] for k in known]
+    labellings = np.array(list(itertools.product(*choices)))
+    weights = lp[np.arange(n), labellings].sum(axis=1)
+    patterns = list(itertools.product([False, True], repeat=len(target)))
+    mass = np.zeros(len(labellings))
+    for on in patterns:
+        leaked = {y for y, o in zip(target, on) if o}
+        p_leak = np.prod([eps[y] if o else 1.0 - eps[y] for y, o in zip(target, on)])
+        if p_leak == 0.0:
+            continue
+        hit = np.array([(set(row.tolist()) - extra) | leaked == set(target) for row in labellings])
+        mass += p_leak * hit
+    if not np.any(mass > 0):
+        return -np.inf, np.full((n, c), np.nan)
+    with np.errstate(divide="ignore"):
+        log_w = weights + np.log(mass)
+    ll = logsumexp(log_w)
+    share = np.exp(log_w - ll)
+    post = np.stack([np.bincount(labellings[:, i], share, minlength=c) for i in range(n)])
+    return float(ll), post

@@ -47,6 +47,8 @@ import numpy as np
 from jax import lax
 
 from .log_space import _log_backward_step, _log_forward_step, _log_joint, _log_plus
+from .loops import _history_loop, _scan_groups
+from .variants import end_states, log_leak_start
 
 Array = jax.Array
 
@@ -76,11 +78,18 @@ class BucketInputs(NamedTuple):
         mask: (N, B) bool, True for real instances.
         label_mask: (K, B) bool, True for the bag's real label slots, packed
             first (slot ``j`` real implies slot ``j - 1`` real).
+        leak: (K, B) ``log eps_j``, the chance that a leak rather than an
+            instance switches slot ``j`` on (``-inf``: never), or None for
+            no leak (``variants.log_leak_start``).
+        optional: (K, B) bool, real slots the instances may take but the bag
+            need not reach (a novel class), or None (``variants.end_states``).
     """
 
     slot_log_probs: Array
     mask: Array
     label_mask: Array
+    leak: Array | None = None
+    optional: Array | None = None
 
 
 class _Semiring(NamedTuple):
@@ -187,40 +196,12 @@ def _backward_step(sr: _Semiring, beta: Array, q_i: Array, pad_i: Array) -> Arra
     return new
 
 
-def _history_loop(
-    step: Callable[[Array, Array, Array], Array],
-    first: Sequence[Array],
+def _forward_pass(
+    sr: _Semiring,
     qs: Sequence[Array],
     pads: Sequence[Array],
-    reverse: bool,
-) -> list[Array]:
-    """Run ``step`` over the instances, writing every state into (N + 1, ...) buffers.
-
-    The state is read back from its buffer rather than carried beside it, so
-    each step is one in-place fused kernel per bucket (a scan that carries the
-    state and also emits it copies it every step).
-    """
-    n = qs[0].shape[0]
-    start = n if reverse else 0
-    bufs = [jnp.zeros((n + 1,) + f.shape, f.dtype).at[start].set(f) for f in first]
-
-    def _body(bufs: list[Array], k: Array) -> tuple[list[Array], None]:
-        src = n - k if reverse else k
-        dst = src - 1 if reverse else src + 1
-        i = src - 1 if reverse else src  # the instance consumed
-        out = []
-        for buf, q, pad in zip(bufs, qs, pads):
-            state = lax.dynamic_index_in_dim(buf, src, keepdims=False)
-            q_i = lax.dynamic_index_in_dim(q, i, keepdims=False)
-            pad_i = lax.dynamic_index_in_dim(pad, i, keepdims=False)
-            out.append(lax.dynamic_update_index_in_dim(buf, step(state, q_i, pad_i), dst, 0))
-        return out, None
-
-    return lax.scan(_body, bufs, jnp.arange(n))[0]
-
-
-def _forward_pass(
-    sr: _Semiring, qs: Sequence[Array], pads: Sequence[Array], keep_history: bool
+    keep_history: bool,
+    starts: Sequence[Array | None],
 ) -> list[Array]:
     """Forward recursion in semiring ``sr``, for buckets sharing one loop.
 
@@ -228,11 +209,17 @@ def _forward_pass(
         qs: per bucket, (N, K_k, B_k) normalised slot probabilities.
         pads: per bucket, (N, B_k) one on padded instances (identity steps).
         keep_history: return every state, not just the last.
+        starts: per bucket, (2**K_k, B_k) log start states, or None for the empty set.
     Returns:
         Per bucket, (N + 1, 2**K_k, B_k) the states ``alpha_0 .. alpha_N``, or
         (1, 2**K_k, B_k) ``alpha_N`` alone without ``keep_history``.
     """
-    alpha0 = [sr.embed(jnp.zeros((1 << q.shape[1], q.shape[2]), q.dtype).at[0].set(1.0)) for q in qs]
+    alpha0 = [
+        sr.embed(jnp.zeros((1 << q.shape[1], q.shape[2]), q.dtype).at[0].set(1.0))
+        if start is None
+        else (start if sr is _LOG else jnp.exp(start))
+        for q, start in zip(qs, starts)
+    ]
     step = _log_forward_step if sr is _LOG else functools.partial(_forward_step, sr)
     if keep_history:
         return _history_loop(step, alpha0, qs, pads, reverse=False)
@@ -249,19 +236,18 @@ def _backward_pass(
     qs: Sequence[Array],
     pads: Sequence[Array],
     alphas: Sequence[Array],
-    targets: Sequence[Array],
+    ends: Sequence[Array],
 ) -> list[Array]:
     """Backward recursion; returns the unnormalised joint ``p(y_i = Y[j], Y)``.
 
     Args (per bucket, sharing one loop):
         qs: (N, K, B), pads: (N, B), alphas: (N + 1, 2**K, B), in semiring
-        ``sr``; targets: (B,) subset index of each bag's full label set.
+        ``sr``; ends: (2**K, B) ``beta_N``, one on each bag's end states, in ``sr``.
     Returns:
         Per bucket, (N, K, B) joint ``q_ij * sum_S alpha_{i-1}(S) beta_i(S | {j})``.
     """
-    beta_n = [sr.embed(jax.nn.one_hot(t, a.shape[1], dtype=a.dtype).T) for t, a in zip(targets, alphas)]
     step = _log_backward_step if sr is _LOG else functools.partial(_backward_step, sr)
-    betas = _history_loop(step, beta_n, qs, pads, reverse=True)
+    betas = _history_loop(step, list(ends), qs, pads, reverse=True)
     if sr is _LOG:
         return [_log_joint(q, alpha, beta) for q, alpha, beta in zip(qs, alphas, betas)]
     out = []
@@ -279,10 +265,12 @@ class _Prepared(NamedTuple):
     log_q: Array  # (N, K, B) log normalised slot probabilities (-inf where absent)
     pad: Array  # (N, B) one on padded instances
     target: Array  # (B,) subset index of the full label set
+    log_start: Array | None  # (2**K, B) log alpha_0 under leaks; None: the empty set
+    ends: Array | None  # (2**K, B) bool end states with optional slots; None: the target alone
 
 
 def _prepare(bucket: BucketInputs) -> _Prepared:
-    lp, mask, label_mask = bucket
+    lp, mask, label_mask = bucket.slot_log_probs, bucket.mask, bucket.label_mask
     neg_inf = jnp.asarray(-jnp.inf, lp.dtype)
     lp = jnp.where(label_mask[None], lp, neg_inf)
     log_q_tot = _log_total(lp, axis=1)  # (N, B)
@@ -294,7 +282,16 @@ def _prepare(bucket: BucketInputs) -> _Prepared:
     n_labels = _sum(label_mask.astype(jnp.int32), axis=0)
     # Slots are packed first, so the full set is the low ``n_labels`` bits.
     target = (jnp.left_shift(1, n_labels) - 1).astype(jnp.int32)
-    return _Prepared(jnp.sum(log_q_tot, axis=0), log_q, 1.0 - mask.astype(lp.dtype), target)
+    log_start = None if bucket.leak is None else log_leak_start(bucket.leak.astype(lp.dtype), label_mask)
+    ends = None if bucket.optional is None else end_states(label_mask, bucket.optional)
+    return _Prepared(jnp.sum(log_q_tot, axis=0), log_q, 1.0 - mask.astype(lp.dtype), target, log_start, ends)
+
+
+def _end_states(sr: _Semiring, p: _Prepared) -> Array:
+    """(2**K, B) ``beta_N`` in ``sr``: one on the end states (the full label set alone, by default)."""
+    n_states = 1 << p.log_q.shape[1]
+    ends = jax.nn.one_hot(p.target, n_states, dtype=bool).T if p.ends is None else p.ends
+    return sr.embed(ends.astype(p.log_q.dtype))
 
 
 def _run(sr: _Semiring, preps: Sequence[_Prepared], with_posteriors: bool) -> list[DPResult]:
@@ -311,18 +308,28 @@ def _run(sr: _Semiring, preps: Sequence[_Prepared], with_posteriors: bool) -> li
         pad = sr.embed(jnp.pad(p.pad, ((0, extra), (0, 0)), constant_values=1.0))
         qs.append(q)
         pads.append(pad)
-    alphas = _forward_pass(sr, qs, pads, keep_history=with_posteriors)
-    finals = [jnp.take_along_axis(a[-1], p.target[None], axis=0)[0] for a, p in zip(alphas, preps)]
+    alphas = _forward_pass(sr, qs, pads, with_posteriors, [p.log_start for p in preps])
+    finals = [
+        jnp.take_along_axis(a[-1], p.target[None], axis=0)[0]
+        if p.ends is None
+        else sr.total(sr.times(a[-1], _end_states(sr, p)), axis=0)
+        for a, p in zip(alphas, preps)
+    ]
     log_finals = [f if sr is _LOG else jnp.log(f) for f in finals]
     if not with_posteriors:
         return [DPResult(p.log_norm + lf, jnp.zeros_like(p.log_q)) for p, lf in zip(preps, log_finals)]
-    joints = _backward_pass(sr, qs, pads, alphas, [p.target for p in preps])
+    joints = _backward_pass(sr, qs, pads, alphas, [_end_states(sr, p) for p in preps])
     out = []
     for p, joint, f, lf in zip(preps, joints, finals, log_finals):
         joint = joint[: p.log_q.shape[0]]
         post = jnp.exp(joint - lf) if sr is _LOG else joint / f
         out.append(DPResult(p.log_norm + lf, post))
     return out
+
+
+def _one_label(p: _Prepared) -> bool:
+    """One required slot and nothing else: every instance takes it, and no DP is needed."""
+    return p.log_q.shape[1] == 1 and p.ends is None
 
 
 def _resolved(fast: DPResult, prep: _Prepared) -> Array:
@@ -345,7 +352,7 @@ def _probability_pass(
     preps = [_prepare(b) for b in buckets]
     # One label: every instance must take it; no DP is needed.
     results: list[DPResult | None] = [
-        DPResult(p.log_norm, (1.0 - p.pad)[:, None, :]) if p.log_q.shape[1] == 1 else None for p in preps
+        DPResult(p.log_norm, (1.0 - p.pad)[:, None, :]) if _one_label(p) else None for p in preps
     ]
     groups = _scan_groups([p.log_q.shape[0] if r is None else 0 for p, r in zip(preps, results)])
     for group in groups:
@@ -399,22 +406,3 @@ def buckets_dp_unchecked(
     if not flags:
         return results, jnp.asarray(True)
     return results, jnp.all(jnp.concatenate(list(flags.values())))
-
-
-def _scan_groups(lengths: Sequence[int]) -> list[list[int]]:
-    """Indices of buckets (length > 0) grouped to share a scan.
-
-    A bucket joins the group of the next longer one when it has at least half
-    its length, so that shared scans at most double a bucket's steps while
-    paying each loop's overhead once.
-    """
-    order = sorted((n, k) for k, n in enumerate(lengths) if n > 0)[::-1]
-    groups: list[list[int]] = []
-    top = 0
-    for n, k in order:
-        if groups and 2 * n >= top:
-            groups[-1].append(k)
-        else:
-            groups.append([k])
-            top = n
-    return groups

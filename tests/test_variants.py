@@ -1,0 +1,123 @@
+"""The subset DP's relaxed unions (issue 12): leaky labels, optional (novel) slots and known
+instance labels, each alone and combined, against brute-force enumeration."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import DTYPES, TOL, precision
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import brute_force_variants
+from scipy.special import log_softmax
+
+from orlr_ppl.dp.subset_dp import BucketInputs, buckets_dp
+from orlr_ppl.dp.variants import end_states, log_leak_start
+
+N_CLASSES = 4  # the last is the novel class when a case has one
+
+
+@st.composite
+def cases(draw):
+    """A bag (1-4 instances), a label set of the known classes, and which relaxations apply."""
+    n = draw(st.integers(1, 4))
+    novel = draw(st.booleans())
+    leak = draw(st.booleans())
+    known_classes = N_CLASSES - 1 if novel else N_CLASSES
+    k = draw(st.integers(1, min(3, known_classes)))
+    labels = sorted(draw(st.permutations(range(known_classes)))[:k])
+    if not leak and not novel:
+        n = max(n, k)  # without a leak, fewer instances than labels has likelihood zero
+    scale = draw(st.sampled_from([1.0, 4.0, 30.0]))
+    values = st.floats(-1.0, 1.0, allow_nan=False, width=32)
+    logits = scale * np.array(draw(st.lists(values, min_size=n * N_CLASSES, max_size=n * N_CLASSES)))
+    eps = [draw(st.sampled_from([1e-3, 0.1, 0.5])) for _ in labels] if leak else None
+    slots = labels + ([N_CLASSES - 1] if novel else [])
+    known = [draw(st.sampled_from([-1, -1] + slots)) for _ in range(n)]
+    return logits.reshape(n, N_CLASSES), labels, novel, eps, known
+
+
+def _dp(logits, labels, novel, eps, known, dtype):
+    """One bag through ``buckets_dp``: (log-likelihood, (n, C) posteriors)."""
+    slots = labels + ([N_CLASSES - 1] if novel else [])
+    lp = log_softmax(np.asarray(logits, np.float64), axis=1)[:, slots]
+    for i, k in enumerate(known):  # a known label: the instance's other slots are impossible
+        if k >= 0:
+            lp[i, [j for j, s in enumerate(slots) if s != k]] = -np.inf
+    k_slots = len(slots)
+    leak = None
+    if eps is not None:
+        leak = np.full((k_slots, 1), -np.inf)  # the novel slot never leaks
+        leak[: len(eps), 0] = np.log(eps)
+    optional = np.array([False] * len(labels) + [True] * novel)[:, None]
+    inputs = BucketInputs(
+        jnp.asarray(lp[:, :, None], dtype),
+        jnp.ones((len(lp), 1), bool),
+        jnp.ones((k_slots, 1), bool),
+        None if leak is None else jnp.asarray(leak, dtype),
+        jnp.asarray(optional) if novel else None,
+    )
+    res = buckets_dp([inputs], with_posteriors=True)[0]
+    post = np.zeros((len(lp), N_CLASSES))
+    post[:, slots] = np.asarray(res.posteriors[:, :, 0], np.float64)
+    return float(res.log_likelihood[0]), post
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@settings(max_examples=40, deadline=None)
+@given(case=cases())
+def test_relaxed_unions_match_brute_force(dtype, case):
+    logits, labels, novel, eps, known = case
+    optional = [N_CLASSES - 1] if novel else []
+    want_ll, want_post = brute_force_variants(logits, labels, optional, eps, known)
+    with precision(dtype):
+        ll, post = _dp(logits, labels, novel, eps, known, dtype)
+    if not np.isfinite(want_ll):
+        assert ll == -np.inf
+        return
+    assert ll == pytest.approx(want_ll, rel=TOL[dtype], abs=TOL[dtype])
+    np.testing.assert_allclose(post, want_post, atol=10 * TOL[dtype])
+
+
+def test_a_leak_explains_labels_with_no_instance():
+    """Two instances, three labels: impossible as a union, possible with a leak, exact either way."""
+    logits = np.array([[2.0, 0.0, -1.0, 0.5], [0.0, 1.0, 0.0, -2.0]])
+    ll, _ = _dp(logits, [0, 1, 2], False, None, [-1, -1], "float32")
+    assert ll == -np.inf
+    with precision("float64"):
+        ll, post = _dp(logits, [0, 1, 2], False, [0.05, 0.05, 0.05], [-1, -1], "float64")
+    want_ll, want_post = brute_force_variants(logits, [0, 1, 2], (), [0.05] * 3)
+    assert ll == pytest.approx(want_ll, rel=1e-12)
+    np.testing.assert_allclose(post, want_post, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_variants_survive_extreme_logits(dtype):
+    """|z| ~ 1e3 with a novel slot and leaks: the log-space fallback keeps them finite and exact."""
+    logits = np.array([[1e3, -1e3, 0.0, 5.0], [0.0, -1e3, 1e3, 0.0], [1e3, 0.0, -1e3, 900.0]])
+    with precision(dtype):
+        ll, post = _dp(logits, [0, 1], True, [1e-3, 0.2], [-1, -1, -1], dtype)
+    want_ll, want_post = brute_force_variants(logits, [0, 1], [3], [1e-3, 0.2])
+    assert np.isfinite(ll)
+    assert abs(ll - want_ll) <= TOL[dtype] * max(1.0, abs(want_ll))
+    np.testing.assert_allclose(post, want_post, atol=1e-3 if dtype == "float32" else 1e-8)
+
+
+def test_start_and_end_states():
+    """The leak start is a distribution over subsets of the real slots; ends hold every required slot."""
+    with precision("float64"):
+        start = np.exp(
+            np.asarray(
+                log_leak_start(
+                    jnp.log(jnp.array([[0.1], [0.3], [0.5]])), jnp.array([[True], [True], [False]])
+                )
+            )
+        )
+        ends = np.asarray(
+            end_states(jnp.array([[True], [True], [True]]), jnp.array([[False], [False], [True]]))
+        )
+    np.testing.assert_allclose(
+        start[:, 0], [0.9 * 0.7, 0.1 * 0.7, 0.9 * 0.3, 0.1 * 0.3, 0, 0, 0, 0], atol=1e-15
+    )
+    assert ends[:, 0].tolist() == [False, False, False, True, False, False, False, True]
