@@ -86,3 +86,34 @@ def brute_force_variants(logits, label_set, optional=(), leak=None, known=None) 
     share = np.exp(log_w - ll)
     post = np.stack([np.bincount(labellings[:, i], share, minlength=c) for i in range(n)])
     return float(ll), post
+
+
+def brute_force_variants_jax(logits, label_set, optional, log_leak, known):
+    """``brute_force_variants``' log p as a jax function of (logits (n, C), log_leak (|Y|,) or None).
+
+    Written with ``jax.numpy`` so that ``jax.grad`` gives the reference
+    gradients; the enumeration is over every labelling and leak pattern.
+    """
+    import jax.numpy as jnp
+    from jax.scipy.special import logsumexp as jlogsumexp
+
+    n, c = logits.shape
+    target, extra = [int(y) for y in label_set], set(int(o) for o in optional)
+    choices = [range(c) if k < 0 else [int(k)] for k in known]
+    labellings = np.array(list(itertools.product(*choices)))
+    lp = logits - jlogsumexp(logits, axis=1, keepdims=True)
+    weights = lp[np.arange(n), labellings].sum(axis=1)
+    terms = []
+    for on in itertools.product([False, True], repeat=len(target)):
+        if log_leak is None and any(on):
+            continue
+        leaked = {y for y, o in zip(target, on) if o}
+        hit = np.array([(set(row.tolist()) - extra) | leaked == set(target) for row in labellings])
+        if not hit.any():
+            continue
+        log_p = 0.0
+        if log_leak is not None:
+            off = jnp.log1p(-jnp.exp(log_leak))
+            log_p = sum(log_leak[j] if o else off[j] for j, o in enumerate(on))
+        terms.append(jlogsumexp(weights[hit]) + log_p)
+    return jlogsumexp(jnp.stack(terms)) if terms else jnp.asarray(-jnp.inf)

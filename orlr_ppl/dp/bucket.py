@@ -35,30 +35,63 @@ def bucket_dp(
     return DPResult(res.log_likelihood, jnp.transpose(res.posteriors, (2, 0, 1)))
 
 
-def _padded_inputs(logits: Array, mask: Array, labels: Array, label_mask: Array):
+def _padded_inputs(
+    logits: Array,
+    mask: Array,
+    labels: Array,
+    label_mask: Array,
+    log_leak: Array | None = None,
+    optional: Array | None = None,
+    known: Array | None = None,
+):
     log_probs = jax.nn.log_softmax(logits, axis=-1)
     # A gather batched over bags, not one into the flattened (B * N * C) array: with the bag
     # axis sharded over devices (model.sharding), GSPMD keeps a batched gather local, where the
     # flat one made every device all-gather the whole bucket's log-probabilities.
     slots = jnp.take_along_axis(log_probs, labels[:, None, :], axis=-1)  # (B, N, K)
-    return log_probs, BucketInputs(jnp.transpose(slots, (1, 2, 0)), mask.T, label_mask.T)
+    if known is not None:  # a known label leaves its instance one slot: the joint p(Y, y_known)
+        free = (known[..., None] < 0) | (known[..., None] == jnp.arange(labels.shape[-1]))
+        slots = jnp.where(free, slots, -jnp.inf)
+    inputs = BucketInputs(
+        jnp.transpose(slots, (1, 2, 0)),
+        mask.T,
+        label_mask.T,
+        None if log_leak is None else log_leak.T,
+        None if optional is None else optional.T,
+    )
+    return log_probs, inputs
 
 
 @jax.custom_vjp
-def bucket_log_likelihood(logits: Array, mask: Array, labels: Array, label_mask: Array) -> Array:
-    """Bag log-likelihoods of a bucket, differentiable in ``logits``.
+def bucket_log_likelihood(
+    logits: Array,
+    mask: Array,
+    labels: Array,
+    label_mask: Array,
+    log_leak: Array | None = None,
+    optional: Array | None = None,
+    known: Array | None = None,
+) -> Array:
+    """Bag log-likelihoods of a bucket, differentiable in ``logits`` and ``log_leak``.
 
     Args:
         logits: (B, N, C) instance class scores (``W x + beta``).
         mask: (B, N) bool, real instances.
         labels: (B, K) int, class of each label slot (any class where padded).
         label_mask: (B, K) bool, real slots, packed first.
+        log_leak: (B, K) ``log eps`` of each slot's leak (``-inf``: none), or
+            None (``dp.variants``): the start states of a noisy-OR union.
+        optional: (B, K) bool, slots the bag may reach without naming them
+            (a novel class), or None.
+        known: (B, N) int, the slot of each instance's known label, -1 where
+            unknown, or None: the likelihood is then the joint ``p(Y, y_known)``.
     Returns:
         (B,) ``log p(Y_b | X_b)``. The gradient w.r.t. ``logits`` is
         ``posterior - softmax`` on real instances, from the DP's backward pass
-        rather than from differentiating through the scan.
+        rather than from differentiating through the scan; w.r.t. ``log_leak``
+        it is ``(E[leaked] - eps) / (1 - eps)`` on real slots.
     """
-    _, inputs = _padded_inputs(logits, mask, labels, label_mask)
+    _, inputs = _padded_inputs(logits, mask, labels, label_mask, log_leak, optional, known)
     return buckets_dp([inputs], with_posteriors=False)[0].log_likelihood
 
 
@@ -72,14 +105,15 @@ def buckets_posteriors(
     would compile a scan and a fallback each.
 
     Args:
-        buckets: per bucket ``(logits, mask, labels, label_mask)`` as
-            ``bucket_log_likelihood`` takes them.
+        buckets: per bucket ``(logits, mask, labels, label_mask[, log_leak,
+            optional, known])`` as ``bucket_log_likelihood`` takes them.
         fallback: rerun bags near underflow in log space (exact). False runs
             probability space only (``buckets_dp_unchecked``): a smaller
             program, exact wherever the returned flag is True.
     Returns:
-        Per bucket, ``DPResult`` with (B,) log-likelihoods and (B, N, C)
-        posteriors; and () whether every bag was resolved in probability
+        Per bucket, ``DPResult`` with (B,) log-likelihoods, (B, N, C)
+        posteriors and, with a leak, (B, K) each slot's chance of having
+        leaked; and () whether every bag was resolved in probability
         space (always True with ``fallback``).
     """
     inputs = [_padded_inputs(*b)[1] for b in buckets]
@@ -88,29 +122,44 @@ def buckets_posteriors(
     else:
         results, resolved = buckets_dp_unchecked(inputs, with_posteriors=True)
     out = []
-    for (logits, _, labels, label_mask), res in zip(buckets, results):
+    for (logits, _, labels, label_mask, *_), res in zip(buckets, results):
         post = spread_slots(res.posteriors, labels.T, label_mask.T, logits.shape[-1])
-        out.append(DPResult(res.log_likelihood, jnp.swapaxes(post, 0, 1)))
+        leaked = None if res.leak_posteriors is None else res.leak_posteriors.T
+        out.append(DPResult(res.log_likelihood, jnp.swapaxes(post, 0, 1), leaked))
     return out, resolved
 
 
-def bucket_posteriors(logits: Array, mask: Array, labels: Array, label_mask: Array) -> DPResult:
+def bucket_posteriors(
+    logits: Array,
+    mask: Array,
+    labels: Array,
+    label_mask: Array,
+    log_leak: Array | None = None,
+    optional: Array | None = None,
+    known: Array | None = None,
+) -> DPResult:
     """Log-likelihoods (B,) and class posteriors (B, N, C) of a bucket.
 
     Arguments as ``bucket_log_likelihood``. ``posteriors[b, i, c]`` is
     ``p(y_bi = c | Y_b, X_b)``: zero for ``c`` outside ``Y_b`` and on padding.
     """
-    return buckets_posteriors([(logits, mask, labels, label_mask)])[0][0]
+    return buckets_posteriors([(logits, mask, labels, label_mask, log_leak, optional, known)])[0][0]
 
 
-def _bll_fwd(logits: Array, mask: Array, labels: Array, label_mask: Array):
-    res = bucket_posteriors(logits, mask, labels, label_mask)
+def _bll_fwd(logits, mask, labels, label_mask, log_leak=None, optional=None, known=None):
+    res = bucket_posteriors(logits, mask, labels, label_mask, log_leak, optional, known)
     score = jnp.where(mask[..., None], res.posteriors - jax.nn.softmax(logits, axis=-1), 0.0)
-    return res.log_likelihood, score
+    leak_score = None
+    if log_leak is not None:
+        eps = jnp.exp(log_leak)
+        leak_score = jnp.where(label_mask & (eps > 0), (res.leak_posteriors - eps) / (1.0 - eps), 0.0)
+    return res.log_likelihood, (score, leak_score)
 
 
-def _bll_bwd(score: Array, g: Array):
-    return (g[:, None, None] * score, None, None, None)
+def _bll_bwd(saved: tuple[Array, Array | None], g: Array):
+    score, leak_score = saved
+    d_leak = None if leak_score is None else g[:, None] * leak_score
+    return (g[:, None, None] * score, None, None, None, d_leak, None, None)
 
 
 bucket_log_likelihood.defvjp(_bll_fwd, _bll_bwd)

@@ -48,7 +48,7 @@ from jax import lax
 
 from .log_space import _log_backward_step, _log_forward_step, _log_joint, _log_plus
 from .loops import _history_loop, _scan_groups
-from .variants import end_states, log_leak_start
+from .variants import end_states, log_leak_start, slot_totals
 
 Array = jax.Array
 
@@ -61,10 +61,13 @@ class DPResult(NamedTuple):
         posteriors: ``p(y_bi = Y_b[j] | Y_b, X_b)``, (N, K, B) from
             ``buckets_dp`` and (B, N, K) from ``bucket_dp``; slots of a real
             instance sum to one, padded instances and slots are zero.
+        leak_posteriors: (K, B) ``p(slot j leaked | Y_b, X_b)`` with a leak
+            (``BucketInputs.leak``) and posteriors; else None.
     """
 
     log_likelihood: Array
     posteriors: Array
+    leak_posteriors: Array | None = None
 
 
 class BucketInputs(NamedTuple):
@@ -237,25 +240,26 @@ def _backward_pass(
     pads: Sequence[Array],
     alphas: Sequence[Array],
     ends: Sequence[Array],
-) -> list[Array]:
-    """Backward recursion; returns the unnormalised joint ``p(y_i = Y[j], Y)``.
+) -> tuple[list[Array], list[Array]]:
+    """Backward recursion; returns the unnormalised joint ``p(y_i = Y[j], Y)``, and ``beta_0``.
 
     Args (per bucket, sharing one loop):
         qs: (N, K, B), pads: (N, B), alphas: (N + 1, 2**K, B), in semiring
         ``sr``; ends: (2**K, B) ``beta_N``, one on each bag's end states, in ``sr``.
     Returns:
-        Per bucket, (N, K, B) joint ``q_ij * sum_S alpha_{i-1}(S) beta_i(S | {j})``.
+        Per bucket, (N, K, B) joint ``q_ij * sum_S alpha_{i-1}(S) beta_i(S | {j})``;
+        and per bucket (2**K, B) ``beta_0``, which weighs the start states.
     """
     step = _log_backward_step if sr is _LOG else functools.partial(_backward_step, sr)
     betas = _history_loop(step, list(ends), qs, pads, reverse=True)
     if sr is _LOG:
-        return [_log_joint(q, alpha, beta) for q, alpha, beta in zip(qs, alphas, betas)]
+        return [_log_joint(q, alpha, beta) for q, alpha, beta in zip(qs, alphas, betas)], [b[0] for b in betas]
     out = []
     for q, alpha, beta in zip(qs, alphas, betas):
         # The joint needs no carry, so it runs for all steps at once, off the loop.
         joint = [sr.total(sr.times(alpha[:-1], _with(beta[1:], j)), axis=1) for j in range(q.shape[1])]
         out.append(sr.times(q, jnp.stack(joint, axis=1)))
-    return out
+    return out, [b[0] for b in betas]
 
 
 class _Prepared(NamedTuple):
@@ -318,18 +322,22 @@ def _run(sr: _Semiring, preps: Sequence[_Prepared], with_posteriors: bool) -> li
     log_finals = [f if sr is _LOG else jnp.log(f) for f in finals]
     if not with_posteriors:
         return [DPResult(p.log_norm + lf, jnp.zeros_like(p.log_q)) for p, lf in zip(preps, log_finals)]
-    joints = _backward_pass(sr, qs, pads, alphas, [_end_states(sr, p) for p in preps])
+    joints, beta0s = _backward_pass(sr, qs, pads, alphas, [_end_states(sr, p) for p in preps])
     out = []
-    for p, joint, f, lf in zip(preps, joints, finals, log_finals):
+    for p, joint, alpha, beta0, f, lf in zip(preps, joints, alphas, beta0s, finals, log_finals):
         joint = joint[: p.log_q.shape[0]]
         post = jnp.exp(joint - lf) if sr is _LOG else joint / f
-        out.append(DPResult(p.log_norm + lf, post))
+        leaked = None
+        if p.log_start is not None:  # the start states' posterior, alpha_0 beta_0 / p
+            start = jnp.exp(alpha[0] + beta0 - lf) if sr is _LOG else alpha[0] * beta0 / f
+            leaked = slot_totals(start)
+        out.append(DPResult(p.log_norm + lf, post, leaked))
     return out
 
 
 def _one_label(p: _Prepared) -> bool:
     """One required slot and nothing else: every instance takes it, and no DP is needed."""
-    return p.log_q.shape[1] == 1 and p.ends is None
+    return p.log_q.shape[1] == 1 and p.ends is None and p.log_start is None
 
 
 def _resolved(fast: DPResult, prep: _Prepared) -> Array:

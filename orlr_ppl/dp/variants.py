@@ -70,3 +70,13 @@ def end_states(label_mask: Array, optional: Array) -> Array:
         on = _bits(n_slots, j, jnp.int32) > 0
         ok = ok & jnp.where(on, label_mask[j], ~required[j])
     return ok
+
+
+def slot_totals(states: Array) -> Array:
+    """(2**K, B) weights of the subsets -> (K, B) the total weight of the sets holding each slot.
+
+    Applied to the start states' posterior, the chance that each slot leaked.
+    """
+    n_slots = int(states.shape[0]).bit_length() - 1
+    bits = (np.arange(1 << n_slots)[None, :] >> np.arange(n_slots)[:, None]) & 1  # (K, 2**K)
+    return jnp.asarray(bits, states.dtype) @ states
