@@ -196,16 +196,16 @@ def test_float32_em_with_defaults_reaches_the_map(simulated):
 
 
 def test_stochastic_em_draws_weight_to_unbiased_sums(simulated):
-    from orlr_ppl.inference import em
+    from orlr_ppl.inference import stochastic_em
     from orlr_ppl.model.numpyro_model import split_model_data
 
     arrays, _ = split_model_data(simulated)
-    sizes = em.sample_sizes(arrays, 0.3)
-    assert sizes == tuple(int(np.ceil(0.3 * m.shape[0])) for _, m, _ in arrays)
-    assert em.sample_sizes(arrays, 1.0) is None
+    sizes = stochastic_em.sample_sizes(arrays, 0.3)
+    assert sizes == tuple(int(np.ceil(0.3 * m.shape[0])) for _, m, *_ in arrays)
+    assert stochastic_em.sample_sizes(arrays, 1.0) is None
     for seed in range(3):
-        drawn, weights = em._draw_bags(jax.random.PRNGKey(seed), arrays, sizes)
-        for (x, m, _), (dx, dm, _), size, w in zip(arrays, drawn, sizes, np.asarray(weights)):
+        drawn, weights = stochastic_em.draw_bags(jax.random.PRNGKey(seed), arrays, sizes)
+        for (x, m, *_), (dx, dm, *_), size, w in zip(arrays, drawn, sizes, np.asarray(weights)):
             n_real = int(np.any(m, axis=1).sum())
             real_drawn = np.any(np.asarray(dm), axis=1)
             assert real_drawn.sum() == min(size, n_real)  # real bags first, never twice
@@ -224,8 +224,8 @@ def test_stochastic_em_draws_weight_to_unbiased_sums(simulated):
 
     @jax.jit
     def estimate(key):
-        drawn, weights = em._draw_bags(key, arrays, sizes)
-        return em._weighted(e_step(params, drawn, scales, shape), weights)[0]
+        drawn, weights = stochastic_em.draw_bags(key, arrays, sizes)
+        return stochastic_em.weighted(e_step(params, drawn, scales, shape), weights)[0]
 
     estimates = np.asarray(jax.vmap(estimate)(jax.random.split(jax.random.PRNGKey(0), 400)))
     assert np.std(estimates) > 0  # the draws really differ

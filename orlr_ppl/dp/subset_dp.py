@@ -253,7 +253,9 @@ def _backward_pass(
     step = _log_backward_step if sr is _LOG else functools.partial(_backward_step, sr)
     betas = _history_loop(step, list(ends), qs, pads, reverse=True)
     if sr is _LOG:
-        return [_log_joint(q, alpha, beta) for q, alpha, beta in zip(qs, alphas, betas)], [b[0] for b in betas]
+        return [_log_joint(q, alpha, beta) for q, alpha, beta in zip(qs, alphas, betas)], [
+            b[0] for b in betas
+        ]
     out = []
     for q, alpha, beta in zip(qs, alphas, betas):
         # The joint needs no carry, so it runs for all steps at once, off the loop.

@@ -19,8 +19,13 @@ def check_label_sets(
     n_instances: Sequence[int],
     n_classes: int,
     max_labels: int = DEFAULT_MAX_LABELS,
+    leak: bool = False,
+    novel: bool = False,
 ) -> list[np.ndarray]:
     """Validate label sets; return each as a sorted unique int array.
+
+    ``leak`` and ``novel`` (the model's relaxations of the union, issue 12)
+    make bags with more labels than instances, and with no label, possible.
 
     Raises:
         ValueError: naming the bag, for an empty bag, an empty label set, a
@@ -42,7 +47,7 @@ def check_label_sets(
                 f"bag {b} has label(s) {bad.tolist()} outside [0, {n_classes}): "
                 f"use class indices 0..{n_classes - 1} or raise n_classes"
             )
-        problem = zero_likelihood_reason(arr.size, n_b)
+        problem = zero_likelihood_reason(arr.size, n_b, leak, novel)
         if problem:
             impossible.append((b, problem))
         elif arr.size > max_labels:
@@ -67,18 +72,71 @@ def parse_label_set(raw: Iterable[int], bag: str) -> np.ndarray:
     return np.unique(arr.astype(np.int64))
 
 
-def zero_likelihood_reason(n_labels: int, n_instances: int) -> str | None:
-    """Why a bag has likelihood exactly zero under the union model, or None."""
+def zero_likelihood_reason(
+    n_labels: int, n_instances: int, leak: bool = False, novel: bool = False
+) -> str | None:
+    """Why a bag has likelihood exactly zero under the union model, or None.
+
+    With a ``leak`` a label needs no instance; with a ``novel`` class a bag
+    may name no label (all its instances novel).
+    """
     if n_instances == 0:
         return "is empty: every bag needs at least one instance"
-    if n_labels == 0:
-        return "has an empty label set: under the ORed-logistic model every bag has at least one label"
-    if n_labels > n_instances:
+    if n_labels == 0 and not novel:
+        return (
+            "has an empty label set: under the ORed-logistic model every bag has at least one label "
+            "(a model with a novel class, ORLR(novel_class=True), allows it)"
+        )
+    if n_labels > n_instances and not leak:
         return (
             f"has {n_labels} labels but only {n_instances} instance(s): its likelihood is exactly "
-            "zero under the union model (each instance carries one label)"
+            "zero under the union model (each instance carries one label; ORLR(leak=...) lets a "
+            "label leak without an instance)"
         )
     return None
+
+
+def check_known_labels(
+    instance_labels: Sequence[Iterable[int]],
+    n_instances: Sequence[int],
+    label_sets: Sequence[np.ndarray],
+    novel_class: int | None = None,
+) -> list[np.ndarray]:
+    """Validate partial instance labels, one (n_b,) int array per bag with -1 for unknown.
+
+    A known label must lie in its bag's label set (or be ``novel_class``):
+    the model could not give the bag its labels otherwise.
+
+    Raises:
+        ValueError: naming the bag (and instance) for a wrong count, a
+            non-integer label, or a known label outside the bag's set.
+    """
+    if len(instance_labels) != len(n_instances):
+        raise ValueError(
+            f"got {len(n_instances)} bags but {len(instance_labels)} instance-label arrays: "
+            "give one per bag, -1 for each unknown instance"
+        )
+    out = []
+    for b, (raw, n_b, allowed) in enumerate(zip(instance_labels, n_instances, label_sets)):
+        arr = np.asarray(raw)
+        if arr.shape != (n_b,):
+            raise ValueError(f"bag {b} has {n_b} instances but instance labels of shape {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            if not (np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr))):
+                raise ValueError(f"bag {b} has non-integer instance labels: use class indices, -1 unknown")
+        arr = arr.astype(np.int64)
+        ok = (
+            (arr == -1) | np.isin(arr, allowed) | ((arr == novel_class) if novel_class is not None else False)
+        )
+        if not np.all(ok):
+            i = int(np.flatnonzero(~ok)[0])
+            extra = f" or the novel class {novel_class}" if novel_class is not None else ""
+            raise ValueError(
+                f"bag {b}, instance {i} has known label {int(arr[i])}, not in the bag's label set "
+                f"{np.asarray(allowed).tolist()}{extra}: fix the label, or give -1 for unknown"
+            )
+        out.append(arr)
+    return out
 
 
 def _impossible_message(impossible: list[tuple[int, str]], shown: int = 20) -> str:

@@ -59,7 +59,16 @@ from ..model.log_density import (
     potential,
     prior_scales,
 )
-from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data, sum_to_zero_basis
+from ..model.numpyro_model import (
+    ModelArrays,
+    ModelData,
+    ModelShape,
+    fitted_leak,
+    split_model_data,
+    start_params,
+    sum_to_zero_basis,
+)
+from .stochastic_em import draw_bags, sample_sizes, weighted
 
 Array = jax.Array
 
@@ -76,6 +85,7 @@ class EMResult(NamedTuple):
         n_iter: iterations run.
         converged: whether the relative change fell below ``tol``; always
             False for stochastic EM, which has no stopping test.
+        leak: the fitted leak probability with ``leak="learn"`` (else None).
     """
 
     W: np.ndarray
@@ -84,6 +94,7 @@ class EMResult(NamedTuple):
     history: np.ndarray
     n_iter: int
     converged: bool
+    leak: float | None = None
 
 
 LINE_SEARCH_STEPS = 60
@@ -129,54 +140,30 @@ def _start(params: Params, max_iter: int, key: Array) -> _State:
     """The state before the first E-step; one small program, not one per array built eagerly."""
     history = jnp.full((max_iter + 1,), jnp.nan, jax.tree.leaves(params)[0].dtype)
     no = jnp.asarray(False)
-    return _State(params, _ascent().init(params), history, jnp.asarray(0), no, no, no, key)
+    return _State(params, _ascent().init(_weights(params)), history, jnp.asarray(0), no, no, no, key)
 
 
-def sample_sizes(arrays: ModelArrays, bag_fraction: float) -> tuple[int, ...] | None:
-    """Per bucket, the bags stochastic EM draws each iteration: ``ceil(bag_fraction * B_k)``.
+def _weights(params: Params) -> Params:
+    """The parameters the M-step's gradient steps move: all but the leak, which has a closed form."""
+    return {k: v for k, v in params.items() if k != "leak_logit"}
 
-    None for ``bag_fraction >= 1`` (plain EM). ``B_k`` counts padding bags,
-    so the sizes stay in the bucket's canonical shape family.
+
+def _leak_update(params: Params, e: EStep, arrays: ModelArrays, weights: Array | None, shape: ModelShape):
+    """The leak's M-step in closed form: ``logit((E[leaks] + a) / (trials + a + b))``.
+
+    Every real bag offers each of the C named classes one Bernoulli(eps)
+    trial; ``E[leaks]`` sums the E-step's chances that a leak switched a class
+    on. The Beta(a, b) prior is a density on the logit (the model's site), so
+    its mode there is ``(leaks + a) / (trials + a + b)``, not the Beta's mode.
+    Stochastic EM weighs each bucket's counts as its responsibilities.
     """
-    if bag_fraction >= 1.0:
-        return None
-    return tuple(max(1, int(np.ceil(bag_fraction * m.shape[0]))) for _, m, _ in arrays)
-
-
-def _draw_bags(key: Array, arrays: ModelArrays, sizes: tuple[int, ...]) -> tuple[ModelArrays, Array]:
-    """Each bucket's ``sizes[k]`` bags drawn without replacement, and (K,) their weights.
-
-    Real bags are drawn before padding bags (a priority of uniform noise,
-    plus 2 for padding), so a draw holds ``min(size, R_k)`` of the bucket's
-    ``R_k`` real bags, uniformly; weighting each by ``R_k / min(size, R_k)``
-    makes the weighted sum over the draw an unbiased estimate of the sum over
-    the bucket.
-    """
-    drawn, weights = [], []
-    for (x, m, y), size, k in zip(arrays, sizes, random.split(key, len(arrays))):
-        real = jnp.any(m, axis=1)
-        n_real = jnp.sum(real).astype(x.dtype)
-        if size >= m.shape[0]:  # the whole bucket, every iteration
-            drawn.append((x, m, y))
-            weights.append(jnp.ones((), x.dtype))
-            continue
-        priority = random.uniform(k, real.shape, x.dtype) + jnp.where(real, 0.0, 2.0).astype(x.dtype)
-        _, take = lax.top_k(-priority, size)
-        drawn.append(tuple(None if a is None else jnp.asarray(a)[take] for a in (x, m, y)))
-        weights.append(n_real / jnp.maximum(jnp.minimum(n_real, size), 1.0))
-    return tuple(drawn), jnp.stack(weights)
-
-
-def _weighted(e: EStep, weights: Array) -> tuple[Array, EStep]:
-    """The log joint estimate ``log p(theta) + sum_k w_k sum_b log p(Y_b | X_b)``, and ``e`` weighted.
-
-    ``Q`` is linear in the responsibilities, so scaling bucket ``k``'s by
-    ``w_k`` scales its term of ``Q`` by the same.
-    """
-    sums = [jnp.sum(ll) for ll in e.log_likelihoods]
-    estimate = e.log_joint - sum(sums) + sum(w * s for w, s in zip(weights, sums))
-    posteriors = tuple(w * r for w, r in zip(weights, e.posteriors))
-    return estimate, e._replace(log_joint=estimate, posteriors=posteriors)
+    a, b = shape.leak_prior
+    w = jnp.ones(len(arrays)) if weights is None else weights
+    leaks = sum(jnp.sum(lk) for lk in e.leaked)  # already weighted (``stochastic_em.weighted``)
+    bags = sum(wk * jnp.sum(jnp.any(arr[1], axis=1)) for wk, arr in zip(w, arrays))
+    eps = (leaks + a) / (bags * shape.n_classes + a + b)
+    dtype = params["leak_logit"].dtype
+    return {**params, "leak_logit": jnp.asarray(jnp.log(eps) - jnp.log1p(-eps), dtype)}
 
 
 def _m_step(
@@ -199,16 +186,17 @@ def _m_step(
     later search too short to move, and EM stuck short of the optimum.
     """
 
+    fixed, params = {k: v for k, v in params.items() if k == "leak_logit"}, _weights(params)
     if rows is None:
 
         def loss(p: Params) -> Array:
-            return -expected_log_joint(p, e.posteriors, arrays, scales, shape, fit_intercept)
+            return -expected_log_joint({**p, **fixed}, e.posteriors, arrays, scales, shape, fit_intercept)
 
     else:  # the same Q on the real instances alone (``expected_log_joint_flat``)
         resp = flat_responsibilities(e.posteriors, rows)
 
         def loss(p: Params) -> Array:
-            return -expected_log_joint_flat(p, resp, rows, arrays, scales, shape, fit_intercept)
+            return -expected_log_joint_flat({**p, **fixed}, resp, rows, arrays, scales, shape, fit_intercept)
 
     opt = _ascent()
     failed_before = optax.tree_utils.tree_get(opt_state, "decrease_error") > 0
@@ -237,7 +225,7 @@ def _m_step(
     # value at the point it started from (no evaluation is repeated here). A NaN never counts.
     after = jnp.where(failed, last, optax.tree_utils.tree_get(opt_state, "value"))
     keep = jnp.isfinite(after) & (after <= before)
-    return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, params), opt_state
+    return {**jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, params), **fixed}, opt_state
 
 
 # LLVM's level 1 rather than XLA's default 2 for this program: it compiles ~1.5 s faster
@@ -281,6 +269,7 @@ def _em(
 
     def _pass(s: _State) -> _State:
         key = s.key
+        weights = None
         if sizes is None:
             batch = arrays
             e = e_step(s.params, batch, scales, shape, fit_intercept, fallback)
@@ -289,16 +278,22 @@ def _em(
             converged = (s.n_iter > 0) & (change <= tol * jnp.maximum(jnp.abs(old), 1.0))
         else:
             key, draw = random.split(s.key)
-            batch, weights = _draw_bags(draw, arrays, sizes)
-            _, e = _weighted(e_step(s.params, batch, scales, shape, fit_intercept, fallback), weights)
+            batch, weights = draw_bags(draw, arrays, sizes)
+            _, e = weighted(e_step(s.params, batch, scales, shape, fit_intercept, fallback), weights)
+
             converged = jnp.asarray(False)  # estimates are noisy: a fixed budget, no stopping test
         done = converged | (s.n_iter >= max_iter)
         stop = done | ~e.resolved  # no M-step after the last E-step, nor after an inexact one
-        params, opt_state = lax.cond(
-            stop,
-            lambda: (s.params, s.opt_state),
-            lambda: _m_step(s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept, rows),
-        )
+
+        def _update() -> tuple[Params, optax.OptState]:
+            params, opt_state = _m_step(
+                s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept, rows
+            )
+            if shape.leak == "learn":
+                params = _leak_update(params, e, batch, weights, shape)
+            return params, opt_state
+
+        params, opt_state = lax.cond(stop, lambda: (s.params, s.opt_state), _update)
         history = s.history.at[s.n_iter].set(jnp.where(e.resolved, e.log_joint, jnp.nan))
         n_iter = s.n_iter + jnp.where(stop, 0, 1)
         # An unresolved pass is redone (with the fallback) on the same draw: keep the key.
@@ -356,12 +351,10 @@ def fit_em(
     if not 0.0 < float(bag_fraction) <= 1.0:
         raise ValueError(f"bag_fraction={bag_fraction}: give the fraction of bags per iteration, in (0, 1]")
     arrays, shape = split_model_data(data)
-    d, c = data.n_features, data.n_classes
+    c = data.n_outputs
     dtype = data.buckets[0].features.dtype
     # Host arrays throughout: each eagerly built device array would compile a small program.
-    params = {"W_raw": np.zeros((d, c - 1), dtype)}
-    if fit_intercept:
-        params["beta_raw"] = np.zeros((c - 1,), dtype)
+    params = start_params(data, fit_intercept, dtype)
     for name, value in (init or {}).items():
         if name in params:
             params[name] = np.asarray(value, dtype)
@@ -402,4 +395,5 @@ def fit_em(
         history,
         n_iter,
         bool(state.converged),
+        fitted_leak(state.params, data),
     )

@@ -24,31 +24,32 @@ import xarray as xr
 from numpyro.infer import Predictive
 from numpyro.infer.util import log_likelihood
 
-from ..model.numpyro_model import ModelData, orlr_model, sum_to_zero_basis
+from ..model.numpyro_model import ModelData, orlr_model, start_params, sum_to_zero_basis
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)  # ArviZ announces its 1.0 refactor on import
     import arviz as az
 
-RAW_SITES = ("W_raw", "beta_raw")
+RAW_SITES = ("W_raw", "beta_raw", "leak_logit")
 PPC_MAX_DRAWS = 200
 """Posterior predictive label sets are simulated at most at this many draws per chain."""
 
 
 def zeros_init(data: ModelData, fit_intercept: bool) -> dict[str, jax.Array]:
-    init = {"W_raw": jnp.zeros((data.n_features, data.n_classes - 1))}
-    if fit_intercept:
-        init["beta_raw"] = jnp.zeros((data.n_classes - 1,))
-    return init
+    """The samplers' default start: ``model.start_params`` (zero weights, the leak prior's mean)."""
+    return {k: jnp.asarray(v) for k, v in start_params(data, fit_intercept, np.float32).items()}
 
 
 def with_derived(samples: dict[str, np.ndarray], n_classes: int) -> dict[str, np.ndarray]:
-    """Add ``W`` and ``beta`` (sum-to-zero, all C classes) to raw draws (..., d, C-1)."""
+    """Add ``W`` and ``beta`` (sum-to-zero, all ``n_classes`` outputs) to raw draws (..., d, C-1),
+    and ``leak``, the sigmoid of ``leak_logit``, where the leak was learnt."""
     basis = sum_to_zero_basis(n_classes)
     out = {k: np.asarray(v) for k, v in samples.items() if k in RAW_SITES}
     out["W"] = out["W_raw"] @ basis.T
     raw_b = out.get("beta_raw", np.zeros(out["W_raw"].shape[:-2] + (n_classes - 1,)))
     out["beta"] = raw_b @ basis.T
+    if "leak_logit" in out:
+        out["leak"] = 1.0 / (1.0 + np.exp(-out["leak_logit"]))
     return out
 
 

@@ -11,7 +11,7 @@ from jax.flatten_util import ravel_pytree
 from scipy.optimize import minimize
 
 from ..model.log_density import potential_and_grad, prior_scales
-from ..model.numpyro_model import ModelData, split_model_data, sum_to_zero_basis
+from ..model.numpyro_model import ModelData, fitted_leak, split_model_data, start_params, sum_to_zero_basis
 
 
 class MAPResult(NamedTuple):
@@ -23,6 +23,7 @@ class MAPResult(NamedTuple):
             term is zero when it is flat).
         n_iter: L-BFGS iterations.
         converged: whether L-BFGS met its tolerance.
+        leak: the fitted leak probability with ``leak="learn"`` (else None).
     """
 
     W: np.ndarray
@@ -30,6 +31,7 @@ class MAPResult(NamedTuple):
     log_posterior: float
     n_iter: int
     converged: bool
+    leak: float | None = None
 
 
 def fit_map(
@@ -58,12 +60,10 @@ def fit_map(
     """
     arrays, shape = split_model_data(data)
     arrays = jax.device_put(arrays)  # once, not at every L-BFGS step
-    d, c = data.n_features, data.n_classes
+    c = data.n_outputs
     dtype = data.buckets[0].features.dtype
     scales = prior_scales(prior_scale, intercept_scale, dtype)
-    init = {"W_raw": np.zeros((d, c - 1), dtype)}
-    if fit_intercept:
-        init["beta_raw"] = np.zeros((c - 1,), dtype)
+    init = start_params(data, fit_intercept, dtype)
     flat0, unravel = ravel_pytree(init)
 
     def _fun(x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -86,4 +86,5 @@ def fit_map(
         -float(res.fun),
         int(res.nit),
         bool(res.success),
+        fitted_leak(params, data),
     )

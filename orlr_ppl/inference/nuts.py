@@ -356,7 +356,7 @@ def fit_nuts(
     dtype = data.buckets[0].features.dtype
     zeros = zeros_init(data, fit_intercept)
     start = zeros if init_values is None else dict(init_values)
-    start = {k: jnp.asarray(start[k], dtype) for k in zeros}
+    start = {k: jnp.asarray(start.get(k, zeros[k]), dtype) for k in zeros}
     inits = jittered_inits(start, num_chains, init_jitter, seed)
     key = jax.random.PRNGKey(seed)
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
@@ -380,7 +380,7 @@ def fit_nuts(
         step = max(1, -(-int(num_samples) // 4))
         while sum(p.num_steps.shape[1] for p in parts) < limit:
             drawn = jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
-            if mixing_converged(with_derived(drawn.z, data.n_classes)):
+            if mixing_converged(with_derived(drawn.z, data.n_outputs)):
                 break
             more = min(step, limit - drawn.num_steps.shape[1])
             if bar is not None:
@@ -391,7 +391,7 @@ def fit_nuts(
             bar.close()
     out = jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
     n_draws = out.num_steps.shape[1]
-    draws = with_derived(out.z, data.n_classes)
+    draws = with_derived(out.z, data.n_outputs)
     sites = {data.site_name(k): ll.reshape((-1,) + ll.shape[2:]) for k, ll in enumerate(out.log_likelihood)}
     log_lik = data.merge_sites(sites).reshape(num_chains, n_draws, data.n_bags)
     stats = {

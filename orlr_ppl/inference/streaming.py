@@ -137,7 +137,7 @@ def _potential(
 
 def _likelihood_weight(arrays: ModelArrays, n_bags: Array) -> Array:
     """``n_bags / B_t``, ``B_t`` the minibatch's real bags (those with an instance), counted on device."""
-    real = sum(jnp.sum(jnp.any(m, axis=1)) for _, m, _ in arrays)
+    real = sum(jnp.sum(jnp.any(m, axis=1)) for _, m, *_ in arrays)
     return n_bags / jnp.maximum(real, 1).astype(n_bags.dtype)
 
 

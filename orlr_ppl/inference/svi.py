@@ -62,5 +62,5 @@ def fit_svi(
         progress_bar=progress_bar,
     )
     draws = auto.sample_posterior(jax.random.PRNGKey(seed + 1), result.params, sample_shape=(num_draws,))
-    chains = {k: np.asarray(v)[None] for k, v in with_derived(draws, data.n_classes).items()}
+    chains = {k: np.asarray(v)[None] for k, v in with_derived(draws, data.n_outputs).items()}
     return SVIResult(inference_data(data, chains, model_kwargs, seed=seed + 2), np.asarray(result.losses))

@@ -40,27 +40,47 @@ class BagLabelSet(Distribution):
     exact (the subset DP); ``sample`` draws instance labels and returns their
     union, so ``numpyro.infer.Predictive`` simulates label sets.
 
+    Three relaxations of the union (issue 12), exact in the same DP:
+
+    - ``novel``: the last logit column is a novel (background) class that any
+      bag may contain without naming it; the value has the other ``C - 1``
+      columns, and the DP ends at ``Y`` and at ``Y + {novel}``.
+    - ``leak``: each named class is switched on, with probability ``eps``, by
+      a leak rather than an instance (noisy OR): ``log_prob`` sums the leak
+      patterns on ``Y`` (the DP's start states) and adds ``log(1 - eps_c)``
+      for every class ``c`` not in ``Y``. A bag may then have fewer instances
+      than labels.
+    - ``instance_labels``: instances whose label is known. ``log_prob`` is
+      then the joint ``log p(Y, y_known | X)`` of the label set and those
+      labels, so a model observing it fits bag and instance labels at once,
+      and ``sample`` keeps the known labels.
+
     Args:
         logits: (*batch, N, C) instance class scores; bags padded to ``N``.
         instance_mask: (*batch, N) bool, real instances (default: all). Padded
             instances take no label and cost nothing.
         max_labels: the largest label set ``log_prob`` scores; the DP holds
-            ``2**max_labels`` states per bag. Default ``C`` when ``C`` is at
-            most 16; set it explicitly above that. Values with more labels
-            get a NaN log-probability (a ValueError when the value is concrete
-            and ``validate_args`` is on).
+            ``2**max_labels`` states per bag (``2**(max_labels + 1)`` with
+            ``novel``). Default ``C`` when ``C`` is at most 16; set it
+            explicitly above that. Values with more labels get a NaN
+            log-probability (a ValueError when the value is concrete and
+            ``validate_args`` is on).
+        novel: the last class is a novel class no label set names.
+        leak: () or (C_named,) leak probabilities in (0, 1), or None.
+        instance_labels: (*batch, N) int known labels, -1 where unknown, or None.
         validate_args: check parameters and values (NumPyro convention; on by
             default in recent NumPyro). Checks on concrete arrays raise a
             ValueError; under ``jit`` they are skipped and an unscorable value
             gets NaN.
 
-    Value: (*batch, C) int 0/1 multi-hot label set; ``event_shape == (C,)``.
+    Value: (*batch, C_named) int 0/1 multi-hot label set, ``C_named = C - 1``
+    with ``novel`` and ``C`` without; ``event_shape == (C_named,)``.
     """
 
     arg_constraints = {"logits": constraints.real}
     support = constraints.independent(constraints.boolean, 1)
-    pytree_data_fields = ("logits", "instance_mask")
-    pytree_aux_fields = ("max_labels",)
+    pytree_data_fields = ("logits", "instance_mask", "leak", "instance_labels")
+    pytree_aux_fields = ("max_labels", "novel")
 
     def __init__(
         self,
@@ -68,11 +88,17 @@ class BagLabelSet(Distribution):
         instance_mask: Array | None = None,
         max_labels: int | None = None,
         *,
+        novel: bool = False,
+        leak: Array | float | None = None,
+        instance_labels: Array | None = None,
         validate_args: bool | None = None,
     ) -> None:
         if jnp.ndim(logits) < 2:
             raise ValueError("logits must have shape (*batch, n_instances, n_classes)")
-        n_classes = jnp.shape(logits)[-1]
+        self.novel = bool(novel)
+        n_classes = jnp.shape(logits)[-1] - int(self.novel)
+        if n_classes < 1:
+            raise ValueError("novel=True needs at least one named class besides the novel one")
         if max_labels is None:
             if n_classes > DEFAULT_MAX_LABELS:
                 raise ValueError(
@@ -92,6 +118,8 @@ class BagLabelSet(Distribution):
                 f"{jnp.shape(logits)[:-1]}"
             )
         self.max_labels = int(min(max_labels, n_classes))
+        self.leak = None if leak is None else jnp.broadcast_to(jnp.asarray(leak), (n_classes,))
+        self.instance_labels = None if instance_labels is None else jnp.asarray(instance_labels)
         if validate_args is not False and not isinstance(logits, jax.core.Tracer):
             # Before NumPyro's own check, whose message names no bag.
             bad = ~np.all(np.isfinite(np.asarray(logits)), axis=(-1, -2))
@@ -101,18 +129,52 @@ class BagLabelSet(Distribution):
                     f"bag(s) at batch index {where} have NaN or infinite logits: "
                     "check the features and weights"
                 )
+        self._check_relaxations(validate_args)
         super().__init__(
             batch_shape=jnp.shape(logits)[:-2], event_shape=(n_classes,), validate_args=validate_args
         )
 
-    def sample(self, key: Array, sample_shape: tuple[int, ...] = ()) -> Array:
-        shape = sample_shape + jnp.shape(self.logits)[:-1]
-        labels = random.categorical(key, self.logits, shape=shape)
-        hits = jax.nn.one_hot(labels, self.event_shape[0], dtype=jnp.int32) * self.instance_mask[..., None]
-        return jnp.max(hits, axis=-2)
+    def _check_relaxations(self, validate_args: bool | None) -> None:
+        """The leak in (0, 1) and instance labels of the logits' shape and classes, where concrete."""
+        if self.instance_labels is not None and self.instance_labels.shape != self.instance_mask.shape:
+            raise ValueError(
+                f"instance_labels shape {self.instance_labels.shape} != logits shape[:-1] "
+                f"{self.instance_mask.shape}"
+            )
+        if validate_args is False:
+            return
+        if self.leak is not None and not isinstance(self.leak, jax.core.Tracer):
+            eps = np.asarray(self.leak)
+            if not np.all((eps > 0) & (eps < 1)):
+                raise ValueError(f"leak must lie in (0, 1), got {eps.tolist()}")
+        if self.instance_labels is not None and not isinstance(self.instance_labels, jax.core.Tracer):
+            z = np.asarray(self.instance_labels)
+            bad = (z < -1) | (z >= jnp.shape(self.logits)[-1])
+            if np.any(bad):
+                where = [tuple(i) for i in np.argwhere(bad).tolist()]
+                raise ValueError(
+                    f"instance label(s) at index {where} are not -1 (unknown) or a class in "
+                    f"[0, {jnp.shape(self.logits)[-1]})"
+                )
 
-    def _flat_inputs(self, value: Array) -> tuple[tuple[int, ...], Array, Array, Array, Array, Array]:
-        """Batch shape, and (M, N, C) logits, (M, N) mask, (M, K) slots, (M, K) slot mask, (M,) sizes."""
+    def sample(self, key: Array, sample_shape: tuple[int, ...] = ()) -> Array:
+        key_y, key_leak = random.split(key)
+        shape = sample_shape + jnp.shape(self.logits)[:-1]
+        labels = random.categorical(key_y, self.logits, shape=shape)
+        if self.instance_labels is not None:
+            labels = jnp.where(self.instance_labels >= 0, self.instance_labels, labels)
+        n_logits = jnp.shape(self.logits)[-1]
+        hits = jax.nn.one_hot(labels, n_logits, dtype=jnp.int32) * self.instance_mask[..., None]
+        union = jnp.max(hits, axis=-2)[..., : self.event_shape[0]]  # the novel class is never named
+        if self.leak is not None:
+            leaked = random.bernoulli(key_leak, self.leak, union.shape)
+            union = jnp.maximum(
+                union, (leaked & jnp.any(self.instance_mask, axis=-1)[..., None]).astype(union.dtype)
+            )
+        return union
+
+    def _flat_inputs(self, value: Array) -> tuple[tuple[int, ...], tuple, Array]:
+        """Batch shape, ``bucket_log_likelihood``'s arguments flattened to (M, ...), and (M,) sizes."""
         value = jnp.asarray(value)
         n_labels = jnp.sum(value != 0, axis=-1)
         if self._validate_args and not isinstance(value, jax.core.Tracer):
@@ -125,18 +187,50 @@ class BagLabelSet(Distribution):
                 )
         batch = jnp.broadcast_shapes(jnp.shape(value)[:-1], self.batch_shape)
         n, c = jnp.shape(self.logits)[-2:]
-        value = jnp.broadcast_to(value, batch + (c,)).reshape(-1, c)
+        named = self.event_shape[0]
+        value = jnp.broadcast_to(value, batch + (named,)).reshape(-1, named)
         logits = jnp.broadcast_to(self.logits, batch + (n, c)).reshape(-1, n, c)
         mask = jnp.broadcast_to(self.instance_mask, batch + (n,)).reshape(-1, n)
-        labels = _slot_classes(value != 0, self.max_labels)
+        present = value != 0
+        if self.novel:  # every bag may reach the novel class: an optional last slot
+            present = jnp.concatenate([present, jnp.ones(present.shape[:-1] + (1,), bool)], axis=-1)
+        n_slots = self.max_labels + int(self.novel)
+        labels = _slot_classes(present, n_slots)
         n_labels = jnp.broadcast_to(n_labels, batch).reshape(-1)
-        label_mask = jnp.arange(self.max_labels) < n_labels[:, None]
-        return batch, logits, mask, labels, label_mask, n_labels
+        label_mask = jnp.arange(n_slots) < (n_labels + int(self.novel))[:, None]
+        optional = (label_mask & (labels == named)) if self.novel else None
+        log_leak = None
+        if self.leak is not None:
+            eps = jnp.concatenate([self.leak.astype(logits.dtype), jnp.zeros((c - named,), logits.dtype)])
+            log_leak = jnp.where(label_mask, jnp.log(eps)[labels], -jnp.inf)
+        known = None
+        if self.instance_labels is not None:
+            z = jnp.broadcast_to(self.instance_labels, batch + (n,)).reshape(-1, n).astype(jnp.int32)
+            rank = jnp.cumsum(present, axis=-1, dtype=jnp.int32) - 1
+            z_safe = jnp.clip(z, 0, c - 1)
+            in_set = jnp.take_along_axis(present, z_safe, axis=-1)
+            # A known label outside the set leaves its instance no slot: likelihood zero, not a guess.
+            slot = jnp.where(in_set, jnp.take_along_axis(rank, z_safe, axis=-1), n_slots)
+            known = jnp.where(z >= 0, slot, -1)
+        return batch, (logits, mask, labels, label_mask, log_leak, optional, known), n_labels
+
+    def _outside_leaks(self, value: Array, mask: Array, batch: tuple[int, ...]) -> Array:
+        """(M,) ``sum_{c not in Y} log(1 - eps_c)``: no leak switched on a class the bag lacks.
+
+        Zero without a leak. ``mask``: (M, N) the flattened instance mask.
+        """
+        if self.leak is None:
+            return jnp.zeros(mask.shape[:1])
+        named = self.event_shape[0]
+        absent = jnp.broadcast_to(jnp.asarray(value) == 0, batch + (named,)).reshape(-1, named)
+        log_off = jnp.log1p(-self.leak)
+        # A padding bag (no instance) is no bag: it leaks nothing either way.
+        return jnp.where(jnp.any(mask, axis=-1), jnp.sum(jnp.where(absent, log_off, 0.0), axis=-1), 0.0)
 
     @validate_sample
     def log_prob(self, value: Array) -> Array:
-        batch, logits, mask, labels, label_mask, n_labels = self._flat_inputs(value)
-        ll = bucket_log_likelihood(logits, mask, labels, label_mask)
+        batch, args, n_labels = self._flat_inputs(value)
+        ll = bucket_log_likelihood(*args) + self._outside_leaks(value, args[1], batch)
         return jnp.where(n_labels > self.max_labels, jnp.nan, ll).reshape(batch)
 
     def posteriors(self, value: Array) -> DPResult:
@@ -145,9 +239,11 @@ class BagLabelSet(Distribution):
         Args:
             value: (*batch, C) multi-hot label sets.
         Returns:
-            ``DPResult`` with ``log_likelihood`` (*batch,) and ``posteriors``
+            ``DPResult`` with ``log_likelihood`` (*batch,), ``posteriors``
             (*batch, N, C), ``p(y_i = c | Y, logits)``: zero off the label set
-            and on padded instances.
+            (and the novel class) and on padded instances; and with a leak,
+            ``leak_posteriors`` (*batch, C_named), the chance that a leak
+            switched each class on (zero off the set).
         """
         return BagLabelSet.joint_posteriors([(self, value)])[0][0]
 
@@ -165,11 +261,20 @@ class BagLabelSet(Distribution):
         that flag is True (``dp.bucket.buckets_posteriors``).
         """
         flat = [d._flat_inputs(v) for d, v in sites]
-        results, resolved = buckets_posteriors([f[1:5] for f in flat], fallback)
+        results, resolved = buckets_posteriors([f[1] for f in flat], fallback)
         out = []
-        for (batch, logits, *_, n_labels), (d, _), res in zip(flat, sites, results):
-            ll = jnp.where(n_labels > d.max_labels, jnp.nan, res.log_likelihood)
-            out.append(DPResult(ll.reshape(batch), res.posteriors.reshape(batch + logits.shape[1:])))
+        for (batch, args, n_labels), (d, v), res in zip(flat, sites, results):
+            logits, mask, labels = args[:3]
+            ll = res.log_likelihood + d._outside_leaks(v, mask, batch)
+            ll = jnp.where(n_labels > d.max_labels, jnp.nan, ll)
+            leaked = None
+            if res.leak_posteriors is not None:  # slots to classes; the novel class never leaks
+                per_class = (
+                    jax.nn.one_hot(labels, logits.shape[-1], dtype=ll.dtype) * res.leak_posteriors[..., None]
+                )
+                leaked = jnp.sum(per_class, axis=-2)[:, : d.event_shape[0]].reshape(batch + d.event_shape)
+            post = res.posteriors.reshape(batch + logits.shape[1:])
+            out.append(DPResult(ll.reshape(batch), post, leaked))
         return out, resolved
 
     def expected_complete_log_prob(self, responsibilities: Array) -> Array:

@@ -89,12 +89,15 @@ class EStep(NamedTuple):
         resolved: () whether the DP resolved every bag in probability space;
             always True with the log-space fallback, and where False without
             it, the other fields are inexact.
+        leaked: with a leak, per bucket ``k``, (B_k, C) the chance that a leak
+            switched each class of each bag on; else None.
     """
 
     log_joint: Array
     posteriors: tuple[Array, ...]
     log_likelihoods: tuple[Array, ...]
     resolved: Array
+    leaked: tuple[Array, ...] | None = None
 
 
 def _trace(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
@@ -135,7 +138,8 @@ def e_step(
     results, resolved = BagLabelSet.joint_posteriors([(s["fn"], s["value"]) for s in observed], fallback)
     log_joint = _log_prior(latent) + sum(jnp.sum(r.log_likelihood) for r in results)
     posteriors = tuple(r.posteriors for r in results)
-    return EStep(log_joint, posteriors, tuple(r.log_likelihood for r in results), resolved)
+    leaked = None if shape.leak is None else tuple(r.leak_posteriors for r in results)
+    return EStep(log_joint, posteriors, tuple(r.log_likelihood for r in results), resolved, leaked)
 
 
 def expected_log_joint(
@@ -179,10 +183,10 @@ def flat_rows(arrays: ModelArrays, max_instances: int = 0) -> FlatRows:
     the rows for that many instances, so that every dataset of the layout gets
     the same ``M``; 0 sizes them for these instances.
     """
-    masks = [np.asarray(m).reshape(-1) for _, m, _ in arrays]
+    masks = [np.asarray(m).reshape(-1) for _, m, *_ in arrays]
     offsets = np.cumsum([0] + [len(m) for m in masks])
     cells = np.concatenate([off + np.flatnonzero(m) for off, m in zip(offsets, masks)])
-    feats = np.concatenate([np.asarray(x).reshape(len(m), -1)[m] for (x, _, _), m in zip(arrays, masks)])
+    feats = np.concatenate([np.asarray(x).reshape(len(m), -1)[m] for (x, *_), m in zip(arrays, masks)])
     # Eight steps an octave (at most 1.13x padding): the rows are the M-step's matmul, most of its
     # cost, and the ten folds of HJA (4,413-4,580 instances) still share one size, 4,608.
     rows = canonical_size(max(len(cells), int(max_instances)), steps=8)

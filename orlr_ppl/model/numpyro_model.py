@@ -23,9 +23,6 @@ l2-regularised maximum likelihood of the usual (d, C) parameterisation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,9 +30,22 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
 
-from ..dp.packing import Layout, PackedBags, pack_bags, pack_label_matrix
-from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_flat_bags, check_label_sets
 from .distribution import BagLabelSet
+
+# The model's data types, re-exported: inference imports them beside the model.
+from .model_data import (  # noqa: F401
+    LEAK_PRIOR,
+    ModelArrays,
+    ModelBucket,
+    ModelData,
+    ModelShape,
+    fitted_leak,
+    join_model_data,
+    make_model_data,
+    make_model_data_flat,
+    split_model_data,
+    start_params,
+)
 
 Array = jax.Array
 
@@ -51,184 +61,6 @@ def sum_to_zero_basis(n_classes: int) -> np.ndarray:
         basis[k + 1, k] = -(k + 1)
         basis[:, k] /= np.sqrt((k + 1) * (k + 2))
     return basis
-
-
-class ModelBucket(NamedTuple):
-    """Bags of one label-set size, padded to one instance count.
-
-    Attributes:
-        features: (B_k, N_k, d) instance features (zero on padding).
-        mask: (B_k, N_k) bool, real instances.
-        label_sets: (B_k, C) int32 multi-hot observed label sets, or None.
-        bag_ids: (R_k,) the input positions of the first ``R_k <= B_k`` bags;
-            the rest are padding (``make_model_data(canonical_shapes=True)``),
-            with no instances and an empty label set. None inside a compiled
-            program (``join_model_data``), which never needs them.
-        max_labels: label-set size of the bucket (the DP's K), or the cap
-            when labels are unknown.
-    """
-
-    features: np.ndarray
-    mask: np.ndarray
-    label_sets: np.ndarray | None
-    bag_ids: np.ndarray | None
-    max_labels: int
-
-
-class ModelData(NamedTuple):
-    """Bags packed for ``orlr_model`` (see ``make_model_data``)."""
-
-    buckets: tuple[ModelBucket, ...]
-    n_bags: int
-    n_features: int
-    n_classes: int
-    max_instances: int = 0  # from a shared ``Layout``: instances of any dataset packed alike (0: unknown)
-
-    def site_name(self, k: int) -> str:
-        """Name of bucket ``k``'s label-set site (its plate is ``bags_k``)."""
-        return f"Y_{k}"
-
-    def merge_sites(self, samples: dict[str, Array]) -> np.ndarray:
-        """Stack per-bucket site values back into bag order.
-
-        Args:
-            samples: ``{"Y_k": (S, B_k, ...)}`` as returned by ``Predictive``
-                or a ``log_likelihood`` computation.
-        Returns:
-            (S, B, ...) array in the input bag order (padding bags dropped).
-        """
-        parts = [np.asarray(samples[self.site_name(k)]) for k in range(len(self.buckets))]
-        out = np.empty(parts[0].shape[:1] + (self.n_bags,) + parts[0].shape[2:], parts[0].dtype)
-        for part, bucket in zip(parts, self.buckets):
-            out[:, bucket.bag_ids] = part[:, : len(bucket.bag_ids)]
-        return out
-
-
-class ModelShape(NamedTuple):
-    """What a compiled program of ``orlr_model`` depends on besides array shapes (hashable).
-
-    The bag count is left out (the buckets' shapes hold it), so that datasets
-    whose buckets pad to the same canonical shapes share a program.
-
-    Attributes:
-        max_labels: per bucket, its DP's label-slot count K.
-        n_features, n_classes: as ``ModelData``.
-    """
-
-    max_labels: tuple[int, ...]
-    n_features: int
-    n_classes: int
-
-
-ModelArrays = tuple[tuple[Array, Array, Array | None], ...]
-"""Per bucket ``(features (B_k, N_k, d), mask (B_k, N_k), label_sets (B_k, C) or None)``."""
-
-
-def split_model_data(data: ModelData) -> tuple[ModelArrays, ModelShape]:
-    """``ModelData`` as traced arrays plus a static shape, for module-level jitted functions.
-
-    Jitting a function of ``(arrays, shape)`` with ``shape`` static compiles
-    once per shape family, where a closure over ``data`` would compile anew
-    for every fit.
-    """
-    arrays = tuple((b.features, b.mask, b.label_sets) for b in data.buckets)
-    shape = ModelShape(tuple(int(b.max_labels) for b in data.buckets), data.n_features, data.n_classes)
-    return arrays, shape
-
-
-def join_model_data(arrays: ModelArrays, shape: ModelShape) -> ModelData:
-    """Inverse of ``split_model_data``, without ``bag_ids`` (None); ``n_bags`` counts padding bags."""
-    buckets = tuple(ModelBucket(x, m, y, None, k) for (x, m, y), k in zip(arrays, shape.max_labels))
-    n_bags = sum(int(m.shape[0]) for _, m, _ in arrays)
-    return ModelData(buckets, n_bags, shape.n_features, shape.n_classes)
-
-
-def make_model_data(
-    bags: Sequence[np.ndarray],
-    label_sets: Sequence[Iterable[int]] | None,
-    n_classes: int,
-    max_labels: int = DEFAULT_MAX_LABELS,
-    dtype: type = np.float32,
-    canonical_shapes: bool = False,
-    layout: Layout | None = None,
-) -> ModelData:
-    """Validate and pack bags for ``orlr_model``.
-
-    Args:
-        bags: B arrays (n_b, d) of instance features (add a bias column
-            yourself or rely on the model's intercept).
-        label_sets: B iterables of class indices, or None (simulation).
-        n_classes: C.
-        max_labels: cap on label-set size (the DP holds ``2**K`` states).
-        dtype: float dtype of the packed features.
-        canonical_shapes: pad the buckets to canonical sizes
-            (``dp.packing.canonical_size``) with bags that change no result,
-            so that fits on other folds or datasets of similar shape reuse
-            compiled programs; worth it where compiling dominates (EM, MAP).
-        layout: pack into exactly these buckets (``dp.packing.shared_layout``
-            of every fold of a cross-validation, say), so that all share one
-            program; a ValueError if the bags do not fit it.
-    """
-    feats = check_features(bags)
-    n_inst = [x.shape[0] for x in feats]
-    sets = None if label_sets is None else check_label_sets(label_sets, n_inst, n_classes, max_labels)
-    packed = pack_bags(n_inst, sets, canonical=canonical_shapes, layout=None if sets is None else layout)
-    data = _model_data(packed, np.concatenate(feats).astype(dtype), sets is not None, n_classes, max_labels)
-    return data if layout is None else data._replace(max_instances=int(layout.max_instances))
-
-
-def make_model_data_flat(
-    features: np.ndarray,
-    sizes: np.ndarray,
-    label_matrix: np.ndarray | None,
-    n_classes: int,
-    max_labels: int = DEFAULT_MAX_LABELS,
-    dtype: type = np.float32,
-    canonical_shapes: bool = False,
-    first_bag: int = 0,
-    source: str = "",
-    layout: Layout | None = None,
-) -> ModelData:
-    """``make_model_data`` on bags held as flat arrays, with no Python loop over bags.
-
-    The same ``ModelData`` as ``make_model_data`` on the same bags, for
-    collections of millions of bags or minibatches streamed from a store
-    (``data.store``).
-
-    Args:
-        features: (n_instances, d) instance features, bag after bag.
-        sizes: (B,) instance count of each bag.
-        label_matrix: (B, C) 0/1 multi-hot label sets, or None (simulation).
-        n_classes, max_labels, dtype, canonical_shapes: as ``make_model_data``.
-        first_bag, source: the first bag's number and the file holding the
-            bags, for error messages (``dp.validation.check_flat_bags``).
-        layout: pack into exactly these buckets (``dp.packing.Layout``), so
-            that every minibatch of a stream has the same shapes.
-    """
-    feats, sizes, present = check_flat_bags(
-        features, sizes, label_matrix, n_classes, max_labels, first_bag, source
-    )
-    packed = pack_label_matrix(sizes, present, canonical=canonical_shapes, layout=layout)
-    return _model_data(packed, feats.astype(dtype, copy=False), present is not None, n_classes, max_labels)
-
-
-def _model_data(
-    packed: PackedBags, flat: np.ndarray, labelled: bool, n_classes: int, max_labels: int
-) -> ModelData:
-    """Features (n_instances, d) padded into ``packed``'s buckets, with their multi-hot label sets."""
-    buckets = []
-    for bucket in packed.buckets:
-        rows, mask = np.asarray(bucket.rows).T, np.asarray(bucket.mask).T
-        x = flat[rows]
-        x[~mask] = 0.0  # in place: one (B_k, N_k, d) copy, the largest array a fit holds on the host
-        labels = np.asarray(bucket.labels)
-        obs = None
-        if labelled:
-            obs = np.zeros((mask.shape[0], n_classes), np.int32)
-            obs[np.arange(mask.shape[0])[None, :], labels] = np.asarray(bucket.label_mask)
-        k = labels.shape[0] if labelled else min(max_labels, n_classes)
-        buckets.append(ModelBucket(x, mask, obs, np.asarray(bucket.bag_ids), k))
-    return ModelData(tuple(buckets), packed.n_bags, flat.shape[1], n_classes)
 
 
 def class_weights(
@@ -292,17 +124,44 @@ def orlr_model(
 
     Sites: ``W_raw``, ``beta_raw`` (latent), ``W``, ``beta`` (deterministic),
     and per bucket ``k`` the label sets ``Y_k`` (B_k, C) in plate ``bags_k``.
+    With ``data.novel_class``, ``W`` and ``beta`` have ``C + 1`` columns, the
+    last the novel class. With ``data.leak == "learn"``, also ``leak_logit``
+    (latent, real: the logit of the leak probability, so that every method
+    works on one unconstrained space; its prior is the Beta(``leak_prior``)
+    density carried through the logit) and ``leak`` (deterministic).
     """
-    w, beta = class_weights(data.n_features, data.n_classes, prior_scale, intercept_scale, fit_intercept)
+    w, beta = class_weights(data.n_features, data.n_outputs, prior_scale, intercept_scale, fit_intercept)
+    eps = leak_probability(data)
     if likelihood_scale is not None:
         with handlers.scale(scale=likelihood_scale):
-            _label_sets(data, w, beta, subsample_size, observed)
+            _label_sets(data, w, beta, subsample_size, observed, eps)
     else:  # unwrapped, so the trace is the one every other method reads
-        _label_sets(data, w, beta, subsample_size, observed)
+        _label_sets(data, w, beta, subsample_size, observed, eps)
 
 
-def _label_sets(data: ModelData, w: Array, beta: Array, subsample_size: int | None, observed: bool) -> None:
-    """The model's per-bucket label-set sites ``Y_k`` given the weights."""
+def leak_prior_on_logit(leak_prior: tuple[float, float]) -> dist.Distribution:
+    """The Beta(a, b) prior of the leak probability, as a density on its logit (real support)."""
+    a, b = leak_prior
+    return dist.TransformedDistribution(dist.Beta(a, b), dist.transforms.SigmoidTransform().inv)
+
+
+def leak_probability(data: ModelData) -> Array | float | None:
+    """The leak probability the model uses: None, the fixed value, or the ``leak`` site."""
+    if data.leak is None or not isinstance(data.leak, str):
+        return data.leak
+    z = numpyro.sample("leak_logit", leak_prior_on_logit(data.leak_prior))
+    return numpyro.deterministic("leak", jax.nn.sigmoid(z))
+
+
+def _label_sets(
+    data: ModelData,
+    w: Array,
+    beta: Array,
+    subsample_size: int | None,
+    observed: bool,
+    eps: Array | float | None = None,
+) -> None:
+    """The model's per-bucket label-set sites ``Y_k`` given the weights (and the leak)."""
     for k, bucket in enumerate(data.buckets):
         size = bucket.mask.shape[0]
         sub = None
@@ -313,8 +172,13 @@ def _label_sets(data: ModelData, w: Array, beta: Array, subsample_size: int | No
             x = take(bucket.features)
             logits = x @ w.astype(x.dtype) + beta.astype(x.dtype)
             obs = take(bucket.label_sets) if observed and bucket.label_sets is not None else None
-            numpyro.sample(
-                data.site_name(k),
-                BagLabelSet(logits, take(bucket.mask), max_labels=bucket.max_labels),
-                obs=obs,
+            known = None if bucket.instance_labels is None else take(bucket.instance_labels)
+            label_set = BagLabelSet(
+                logits,
+                take(bucket.mask),
+                max_labels=bucket.max_labels,
+                novel=data.novel_class,
+                leak=None if eps is None else jnp.asarray(eps, logits.dtype),
+                instance_labels=known,
             )
+            numpyro.sample(data.site_name(k), label_set, obs=obs)

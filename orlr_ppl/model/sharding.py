@@ -116,5 +116,9 @@ def shard_model_data(data: ModelData, mesh: Mesh | None = None, axis: str = DEFA
             _pad(np.asarray(bucket.mask), rows, int(width)),
             _pad(None if bucket.label_sets is None else np.asarray(bucket.label_sets), rows),
         )
-        buckets.append(ModelBucket(*(place(a) for a in padded), bucket.bag_ids, bucket.max_labels))
+        known = None
+        if bucket.instance_labels is not None:  # padding instances are unknown (-1), not class 0
+            known = _pad(np.asarray(bucket.instance_labels) + 1, rows, int(width)) - 1
+        x, m, y = (place(a) for a in padded)
+        buckets.append(ModelBucket(x, m, y, bucket.bag_ids, bucket.max_labels, place(known)))
     return data._replace(buckets=tuple(buckets))
