@@ -141,3 +141,22 @@ def test_em_and_map_reach_the_same_relaxed_optimum(semi):
     assert em.log_posterior == pytest.approx(mp.log_posterior, abs=1e-4)
     assert em.leak == pytest.approx(mp.leak, abs=1e-3)
     assert em.W.shape == (3, NAMED + 1)
+
+
+def test_nuts_and_svi_sample_the_leak_and_the_novel_class():
+    """The samplers run the same relaxed model: the posterior holds ``leak`` in (0, 1) beside
+    ``W`` with a novel column, near the MAP, with the usual ArviZ groups."""
+    from orlr_ppl.inference.nuts import fit_nuts
+    from orlr_ppl.inference.svi import fit_svi
+
+    bags, sets, _ = _simulate(n_bags=40, seed=2)
+    data = make_model_data(bags, sets, NAMED, novel_class=True, leak="learn")
+    mp = fit_map(data)
+    idata = fit_nuts(data, num_warmup=150, num_samples=150, num_chains=1, seed=0)
+    leak = idata.posterior["leak"].values
+    assert leak.shape == (1, 150) and np.all((leak > 0) & (leak < 1))
+    assert idata.posterior["W"].shape[-1] == NAMED + 1
+    assert {"posterior", "log_likelihood", "sample_stats", "observed_data"} <= set(idata.groups())
+    assert abs(float(np.median(leak)) - mp.leak) < 3 * float(np.std(leak)) + 0.02
+    svi = fit_svi(data, num_steps=300, num_draws=50)
+    assert "leak" in svi.posterior.posterior and svi.posterior.posterior["W"].shape[-1] == NAMED + 1
