@@ -160,3 +160,50 @@ def test_nuts_and_svi_sample_the_leak_and_the_novel_class():
     assert abs(float(np.median(leak)) - mp.leak) < 3 * float(np.std(leak)) + 0.02
     svi = fit_svi(data, num_steps=300, num_draws=50)
     assert "leak" in svi.posterior.posterior and svi.posterior.posterior["W"].shape[-1] == NAMED + 1
+
+
+def test_orlr_estimator_with_novel_class_leak_and_known_labels(tmp_path):
+    """``ORLR(novel_class=True, leak="learn")``: C + 1 probability columns, bags the plain union
+    rejects, a semi-supervised fit, transductive posteriors equal to the model's own E-step
+    (zero off ``Y_b + {novel}``), bag scores over the named classes with the leak, and a
+    save/load round trip with identical predictions."""
+    from orlr_ppl import ORLR
+
+    bags, sets, labels = _simulate(n_bags=80, seed=4)
+    with pytest.raises(ValueError, match="labels but only"):
+        ORLR(novel_class=True).fit(bags, sets)
+    with pytest.raises(ValueError, match="leak="):
+        ORLR(leak=1.5).fit(bags, sets)
+    known = [np.where((np.arange(len(y)) == 0) & np.isin(y, s + [NAMED]), y, -1) for y, s in zip(labels, sets)]
+    model = ORLR(novel_class=True, leak="learn", n_classes=NAMED).fit(bags, sets, instance_labels=known)
+    assert model.coef_.shape == (3, NAMED + 1) and 0.0 < model.leak_ < 1.0
+    proba = model.predict_proba(bags)
+    assert proba[0].shape == (len(bags[0]), NAMED + 1)
+    trans = model.predict_proba(bags, sets)
+    for p, s in zip(trans, sets):
+        np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
+        off = [c for c in range(NAMED) if c not in s]
+        assert np.all(p[:, off] == 0.0)
+    # The transductive posterior is the DP's with the fitted leak, checked on one bag by enumeration.
+    b = next(i for i, (x, s) in enumerate(zip(bags, sets)) if 2 <= len(x) <= 4 and s)
+    logits = model._logits(model._check_bags([bags[b]]))[0]
+    _, want = brute_force_variants(logits, sets[b], [NAMED], [model.leak_] * len(sets[b]))
+    np.testing.assert_allclose(trans[b], want, atol=1e-4)
+    scores = model.bag_scores(bags, rule="model")
+    assert scores.shape == (len(bags), NAMED) and np.all(scores >= model.leak_ - 1e-6)
+    assert model.predict_bags(bags).shape == (len(bags), NAMED)
+    model.save(tmp_path / "m")
+    again = ORLR.load(tmp_path / "m")
+    assert again.leak_ == pytest.approx(model.leak_)
+    np.testing.assert_allclose(np.concatenate(again.predict_proba(bags, sets)), np.concatenate(trans))
+
+
+def test_known_labels_raise_naming_bag_and_instance_through_the_estimator():
+    from orlr_ppl import ORLR
+
+    bags, sets, labels = _simulate(n_bags=30, seed=5)
+    known = [np.full(len(x), -1) for x in bags]
+    b = next(i for i, s in enumerate(sets) if len(s) < NAMED)
+    known[b][0] = next(c for c in range(NAMED) if c not in sets[b])
+    with pytest.raises(ValueError, match=f"bag {b}, instance 0 has known label"):
+        ORLR(novel_class=True, leak=0.1, n_classes=NAMED).fit(bags, sets, instance_labels=known)

@@ -112,7 +112,8 @@ class _BagClassifier(BaseEstimator):
     ``feature_scale_``, so no hook ever sees raw ones.
 
     ``_saved_arrays`` maps each fitted array that ``save`` writes to its shape,
-    in symbols: "d" (``n_features_in_``) and "C" (``n_classes_``).
+    in symbols: "d" (``n_features_in_``), "C" (``n_classes_``) and "K"
+    (the outputs: ``C``, plus one for a novel class).
     ``_calibrated`` is False for a model whose probabilities are only a
     monotone transform of scores (``bag_scores(rule="model")`` refuses it).
     """
@@ -222,7 +223,8 @@ class _BagClassifier(BaseEstimator):
     def _check_sets(self, feats: list[np.ndarray], label_sets: Any) -> list[np.ndarray]:
         """Label sets (indices, names or a 0/1 matrix) as sorted int arrays, checked against the bags."""
         sets = predict_label_sets(label_sets, self.n_classes_, getattr(self, "class_names_", None))
-        return check_label_sets(sets, [len(x) for x in feats], self.n_classes_, self.max_labels)
+        leak, novel = getattr(self, "leak", None) is not None, bool(getattr(self, "novel_class", False))
+        return check_label_sets(sets, [len(x) for x in feats], self.n_classes_, self.max_labels, leak, novel)
 
     # -- predictions -----------------------------------------------------------
 
@@ -256,7 +258,7 @@ class _BagClassifier(BaseEstimator):
         """(B, C) 0/1 predicted label sets: the union of predicted instance labels."""
         out = np.zeros((len(_bags_of(bags)), self.n_classes_), np.int64)
         for b, y in enumerate(self.predict(bags)):
-            out[b, y] = 1
+            out[b, y[y < self.n_classes_]] = 1  # a novel class (index C) names no label
         return out
 
     def bag_scores(self, bags: Bags, rule: str = "max") -> np.ndarray:
@@ -279,9 +281,17 @@ class _BagClassifier(BaseEstimator):
                 f"is not calibrated): use rule='max' for {name}"
             )
         feats = self._check_bags(bags)
+        c = self.n_classes_  # the named classes: a novel class is never a bag label
         if rule == "max":
-            return np.stack([s.max(axis=0) for s in self._ranking_scores(feats)])
-        return np.stack([label_probability(p).mean(axis=0) for p in self._draw_proba(feats)])
+            return np.stack([s.max(axis=0)[:c] for s in self._ranking_scores(feats)])
+        scores = []
+        for p in self._draw_proba(feats):
+            leak = self._leak_draws(len(p)) if hasattr(self, "_leak_draws") else None
+            probs = label_probability(p)[:, :c]
+            if leak is not None:  # a label is on unless neither an instance nor the leak switched it on
+                probs = 1.0 - (1.0 - leak[:, None]) * (1.0 - probs)
+            scores.append(probs.mean(axis=0))
+        return np.stack(scores)
 
     def score(self, bags: Bags, instance_labels: Sequence[Any] | None = None) -> float:
         """Inductive instance accuracy (a ``MIMLData`` brings its instance labels; names are mapped)."""
@@ -387,6 +397,7 @@ class _BagClassifier(BaseEstimator):
     def _check_loaded(self, param_file: Path) -> None:
         """Raise if a loaded array's shape disagrees with ``metadata.json`` (see ``_saved_arrays``)."""
         dims = {"d": self.n_features_in_, "C": self.n_classes_}
+        dims["K"] = self.n_classes_ + int(bool(getattr(self, "novel_class", False)))  # outputs
         for name, symbols in self._saved_arrays.items():
             want = tuple(dims[s] for s in symbols)
             if np.shape(getattr(self, name)) != want:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -21,7 +20,6 @@ from sklearn.utils.validation import check_is_fitted
 from ..dp.packing import Layout
 from ..dp.ragged import linear_posteriors
 from ..dp.validation import DEFAULT_MAX_LABELS
-from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
 from ..model.numpyro_model import ModelData, make_model_data
 from .base import SCALING_ARRAYS, Bags, _BagClassifier, split_by_bag
 from .inputs import to_feature_units
@@ -34,9 +32,11 @@ from .orlr_fit import (
     layout_of,
     pack_draw_inputs,
     pruned,
-    read_posterior,
     thin_draws,
 )
+from .orlr_persistence import _ORLRPersistence
+from .posterior_predictive import _PosteriorPredictive
+from .relaxed import check_leak, relaxed_draw_posteriors
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
     import arviz as az
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a repo
     from ..inference.diagnostics import Diagnostics, PointDiagnostics
 
 
-class ORLR(_BagClassifier):
+class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
     """The ORed-logistic instance annotator, fitted from bag label sets.
 
     Args:
@@ -108,6 +108,15 @@ class ORLR(_BagClassifier):
             fold to a model with ``canonical_shapes=True``, so that all folds
             share one compiled program. It is saved as True.
             ``canonical_shapes_`` says what the fit did.
+        novel_class: a novel (background) class, index C, the last column of
+            ``coef_`` and ``predict_proba``: any bag may hold instances of it
+            without naming it (Pham et al., ICML 2015). The DP ends at ``Y_b``
+            or ``Y_b + {novel}``; bags with no label become possible.
+        leak: each label of a bag may be switched on by a leak, with
+            probability eps, instead of an instance (noisy OR); bags with
+            fewer instances than labels become possible. None: no leak; a
+            float: that eps; "learn": eps is fitted (EM in closed form, MAP
+            with the weights, NUTS/SVI under a Beta(1, 10) prior), ``leak_``.
 
     Labels. ``label_sets`` are one list per bag of class indices or of class
     names (then ``class_names_`` is the sorted names, and predictions are
@@ -136,7 +145,7 @@ class ORLR(_BagClassifier):
     the full report.
     """
 
-    _saved_arrays = {"coef_": ("d", "C"), "intercept_": ("C",), **SCALING_ARRAYS}
+    _saved_arrays = {"coef_": ("d", "K"), "intercept_": ("K",), **SCALING_ARRAYS}  # K: C (+ novel)
 
     def __init__(
         self,
@@ -165,6 +174,8 @@ class ORLR(_BagClassifier):
         prune: float = 0.0,
         bag_fraction: float = 1.0,
         canonical_shapes: bool | Layout | None = None,
+        novel_class: bool = False,
+        leak: float | str | None = None,
     ) -> None:
         self.method = method
         self.prior_scale = prior_scale
@@ -191,17 +202,28 @@ class ORLR(_BagClassifier):
         self.prune = prune
         self.bag_fraction = bag_fraction
         self.canonical_shapes = canonical_shapes
+        self.novel_class = novel_class
+        self.leak = leak
 
     # -- fitting -----------------------------------------------------------------
 
-    def fit(self, bags: Bags, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None) -> ORLR:
+    def fit(
+        self,
+        bags: Bags,
+        label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None,
+        instance_labels: Sequence[Iterable[int]] | None = None,
+    ) -> ORLR:
         """Fit from bags (list of (n_b, d) arrays) and their label sets, or from a ``MIMLData``.
 
         ``label_sets``: per bag, a list of class indices or of class names; or
         a (B, C) 0/1 label matrix. Bags the union model cannot explain (fewer
-        instances than labels, an empty label set) raise one ValueError
-        listing all of them.
+        instances than labels without a ``leak``, an empty label set without a
+        ``novel_class``) raise one ValueError listing all of them.
+        ``instance_labels``: per bag, (n_b,) known instance labels as class
+        indices, -1 where unknown (a semi-supervised fit); a known label must
+        lie in its bag's label set, or be the novel class C.
         """
+        check_leak(self.leak)
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
         if not 0.0 < float(self.bag_fraction) <= 1.0 or (self.bag_fraction < 1 and self.method != "em"):
@@ -211,11 +233,21 @@ class ORLR(_BagClassifier):
             )
         self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
+        if instance_labels is not None and self.prune > 0:
+            raise ValueError("prune leaves bags out: give instance_labels with prune=0")
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
         canonical, layout = self.canonical_shapes, layout_of(self.canonical_shapes)
         canonical = self.method in ("em", "map") if canonical is None else bool(canonical)
         data = make_model_data(
-            feats, label_sets, n_classes, self.max_labels, canonical_shapes=canonical, layout=layout
+            feats,
+            label_sets,
+            n_classes,
+            self.max_labels,
+            canonical_shapes=canonical,
+            layout=layout,
+            instance_labels=instance_labels,
+            novel_class=bool(self.novel_class),
+            leak=self.leak,
         )
         self.canonical_shapes_ = canonical
         if self.method in ("nuts", "svi"):
@@ -249,6 +281,7 @@ class ORLR(_BagClassifier):
             seed=0 if self.random_state is None else int(self.random_state),
         )
         self.coef_, self.intercept_ = res.coef, res.intercept
+        self.leak_ = res.leak if self.leak == "learn" else self.leak
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
         if res.history is not None:
             self.history_ = res.history
@@ -269,6 +302,8 @@ class ORLR(_BagClassifier):
         draws = thin_draws(idata, self.max_predict_draws)
         self.coef_, self.intercept_ = draws.coef, draws.intercept
         self.coef_draws_, self.intercept_draws_ = draws.coef_draws, draws.intercept_draws
+        self.leak_ = draws.leak if draws.leak is not None else self.leak
+        self.leak_draws_ = draws.leak_draws
 
     def _stochastic(self) -> bool:
         return self.method == "em" and float(self.bag_fraction) < 1.0
@@ -327,6 +362,13 @@ class ORLR(_BagClassifier):
             return self.coef_draws_, self.intercept_draws_
         return self.coef_[None], self.intercept_[None]
 
+    def _leak_draws(self, n_draws: int) -> np.ndarray | None:
+        """(S,) the leak at each draw: the posterior's draws, or the fitted or fixed value; None without."""
+        if getattr(self, "leak_draws_", None) is not None:
+            return np.asarray(self.leak_draws_)
+        leak = getattr(self, "leak_", self.leak)
+        return None if leak is None else np.full(n_draws, float(leak))
+
     def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         return [x @ self.coef_ + self.intercept_ for x in feats]
 
@@ -341,98 +383,36 @@ class ORLR(_BagClassifier):
 
     def _transductive_proba(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> list[np.ndarray]:
         """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over draws (NUTS/SVI)."""
-        if not hasattr(self, "coef_draws_"):
+        if not hasattr(self, "coef_draws_") and not self._relaxed():
             return super()._transductive_proba(feats, sets)
         total = np.asarray(sum(self._draw_posteriors(feats, sets)))
-        return split_by_bag(total / len(self.coef_draws_), feats)
+        return split_by_bag(total / len(self._draws()[0]), feats)
+
+    def _relaxed(self) -> bool:
+        """A novel class or a leak: transductive posteriors need the model's E-step (``relaxed``)."""
+        return bool(self.novel_class) or self.leak is not None
 
     def _draw_posteriors(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[jax.Array]:
         """Per draw (or the point estimate), the (n, C) DP posteriors ``p(y | Y_b, X_b, theta_s)``.
 
         All bags' instances concatenated in order; zero outside each bag's set.
         """
+        if self._relaxed():
+            w, b = self._draws()
+            yield from relaxed_draw_posteriors(
+                feats,
+                sets,
+                w,
+                b,
+                self._leak_draws(len(w)),
+                self.n_classes_,
+                self.novel_class,
+                self.max_labels,
+            )
+            return
         flat, packed = pack_draw_inputs(feats, sets, self.canonical_shapes)
         rows = sum(len(x) for x in feats)
         for w, b in zip(*self._draws()):  # dispatched ahead: no host round trip per draw
             yield linear_posteriors(flat, jnp.asarray(w, flat.dtype), jnp.asarray(b, flat.dtype), packed)[
                 :rows
             ]
-
-    # -- posterior predictive ------------------------------------------------------
-
-    def predict_interval(
-        self, bags: Bags, prob: float = 0.94, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None
-    ) -> list[np.ndarray]:
-        """B arrays (n_b, C, 2): equal-tailed credible intervals ``[lower, upper]`` of class probabilities.
-
-        Inductive: of ``p(y = c | x, theta)``; given label sets, of the DP
-        posterior ``p(y = c | Y_b, X_b, theta)``. The bounds are the
-        ``(1 - prob) / 2`` and ``(1 + prob) / 2`` quantiles over the posterior
-        draws kept in ``coef_draws_`` (``max_predict_draws`` of them), so they
-        show how far the weights' uncertainty moves each probability;
-        ``predict_proba`` is the mean over the same draws. EM and MAP have one
-        point estimate: the interval collapses to it (lower == upper ==
-        ``predict_proba``).
-        """
-        check_credible_mass(prob)
-        feats = self._check_bags(bags)
-        if label_sets is None:
-            draws = self._draw_proba(feats)
-        else:
-            stacked = np.stack(list(self._draw_posteriors(feats, self._check_sets(feats, label_sets))))
-            draws = split_by_bag(stacked, feats, axis=1)
-        return [equal_tailed_interval(p, prob) for p in draws]
-
-    def predict_uncertainty(self, bags: Bags) -> list[np.ndarray]:
-        """B arrays (n_b, 2): predictive entropy and mutual information (nats).
-
-        Entropy ``H[E_theta p(y | x, theta)]`` is the total uncertainty; the
-        mutual information ``H[E p] - E H[p]`` between the label and the
-        weights is its epistemic part (zero for EM/MAP point estimates).
-        """
-        out = []
-        for p in self._draw_proba(self._check_bags(bags)):
-            mean = p.mean(axis=0)
-            total = -np.sum(mean * np.log(np.clip(mean, 1e-300, None)), axis=-1)
-            aleatoric = -np.sum(p * np.log(np.clip(p, 1e-300, None)), axis=-1).mean(axis=0)
-            out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
-        return out
-
-    # -- persistence -----------------------------------------------------------------
-
-    def _fitted_metadata(self) -> dict[str, Any]:
-        pruned = {"pruned_bags_": [int(b) for b in getattr(self, "pruned_bags_", [])]}
-        if hasattr(self, "posterior_"):
-            return pruned
-        return {
-            **pruned,
-            "log_posterior_": float(self.log_posterior_),
-            "n_iter_": int(self.n_iter_),
-            "converged_": bool(self.converged_),
-        }
-
-    def _default_name(self) -> str:
-        return f"orlr-{self.method}"
-
-    def _save_extra(self, folder: Path) -> None:
-        """NUTS/SVI: write ``posterior.nc`` (netCDF); EM/MAP: remove one left there by an earlier save."""
-        nc = folder / "posterior.nc"
-        if not hasattr(self, "posterior_"):
-            nc.unlink(missing_ok=True)
-            return
-        tmp = nc.with_name(".posterior.tmp.nc")
-        try:
-            self.posterior_.to_netcdf(str(tmp))
-            tmp.replace(nc)  # as persistence.write_atomically: an interrupted save leaves the old file whole
-        finally:
-            tmp.unlink(missing_ok=True)
-
-    def _check_loaded(self, param_file: Path) -> None:
-        """NUTS/SVI: read ``posterior.nc`` beside ``params.npz``; then check the arrays' shapes."""
-        if self.method in ("nuts", "svi"):
-            nc = param_file.parent / "posterior.nc"
-            if not nc.is_file():
-                raise ValueError(f"{nc} is missing: a {self.method} model keeps its posterior there")
-            self._set_posterior(read_posterior(nc))
-            self._diagnostics = None
-        super()._check_loaded(param_file)

@@ -38,6 +38,7 @@ class PointFit(NamedTuple):
         log_posterior: the final log posterior. n_iter: iterations run.
         converged: the stopping rule met ``tol``.
         history: EM: (n_iter + 1,) log posterior per iteration; MAP: None.
+        leak: the learnt leak probability (``leak="learn"``), else None.
     """
 
     coef: np.ndarray
@@ -46,6 +47,7 @@ class PointFit(NamedTuple):
     n_iter: int
     converged: bool
     history: np.ndarray | None
+    leak: float | None = None
 
 
 def fit_point(
@@ -82,7 +84,7 @@ def fit_point(
         res = fit_map(data, **scales, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept)
         history = None
     coef, intercept = np.asarray(res.W), np.asarray(res.beta)
-    return PointFit(coef, intercept, res.log_posterior, res.n_iter, res.converged, history)
+    return PointFit(coef, intercept, res.log_posterior, res.n_iter, res.converged, history, res.leak)
 
 
 class SamplerSettings(NamedTuple):
@@ -166,10 +168,12 @@ def nuts_start(data: ModelData, s: SamplerSettings) -> dict[str, np.ndarray] | N
 
     # A few hundred L-BFGS steps cost less than the warmup iterations they save.
     fit = fit_map(data, s.prior_scale, s.intercept_scale, fit_intercept=s.fit_intercept)
-    basis = sum_to_zero_basis(data.n_classes)
+    basis = sum_to_zero_basis(data.n_outputs)
     start = {"W_raw": fit.W @ basis}
     if s.fit_intercept:
         start["beta_raw"] = fit.beta @ basis
+    if fit.leak is not None and data.leak == "learn":
+        start["leak_logit"] = np.log(fit.leak) - np.log1p(-fit.leak)
     return start
 
 
@@ -180,20 +184,27 @@ class Draws(NamedTuple):
         coef: (d, C) and intercept: (C,) the posterior means (over all draws).
         coef_draws: (S, d, C) and intercept_draws: (S, C), S at most the
             requested number, evenly thinned over all chains' draws.
+        leak: the posterior mean of a learnt leak, and leak_draws (S,) its
+            draws; None without one.
     """
 
     coef: np.ndarray
     intercept: np.ndarray
     coef_draws: np.ndarray
     intercept_draws: np.ndarray
+    leak: float | None = None
+    leak_draws: np.ndarray | None = None
 
 
 def thin_draws(idata: az.InferenceData, max_draws: int) -> Draws:
-    """The posterior means of ``W`` and ``beta``, and at most ``max_draws`` evenly spaced draws."""
+    """Posterior means of ``W``, ``beta`` (and ``leak``), and at most ``max_draws`` draws, evenly spaced."""
     w = np.asarray(idata.posterior["W"]).reshape((-1,) + idata.posterior["W"].shape[2:])
     b = np.asarray(idata.posterior["beta"]).reshape(w.shape[0], -1)
     keep = np.unique(np.linspace(0, w.shape[0] - 1, min(max_draws, w.shape[0])).astype(int))
-    return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep])
+    if "leak" not in idata.posterior:
+        return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep])
+    leak = np.asarray(idata.posterior["leak"]).reshape(-1)
+    return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep], float(leak.mean()), leak[keep])
 
 
 def read_posterior(nc: Path) -> az.InferenceData:

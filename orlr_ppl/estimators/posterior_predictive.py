@@ -1,0 +1,54 @@
+"""Posterior predictive summaries of a fitted ORLR: credible intervals and uncertainty per instance."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
+from .base import Bags, split_by_bag
+
+
+class _PosteriorPredictive:
+    """``predict_interval`` and ``predict_uncertainty``, from the estimator's per-draw hooks
+    (``_draw_proba``, ``_draw_posteriors``); a point estimate is one draw."""
+
+    def predict_interval(
+        self, bags: Bags, prob: float = 0.94, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None
+    ) -> list[np.ndarray]:
+        """B arrays (n_b, C, 2): equal-tailed credible intervals ``[lower, upper]`` of class probabilities.
+
+        Inductive: of ``p(y = c | x, theta)``; given label sets, of the DP
+        posterior ``p(y = c | Y_b, X_b, theta)``. The bounds are the
+        ``(1 - prob) / 2`` and ``(1 + prob) / 2`` quantiles over the posterior
+        draws kept in ``coef_draws_`` (``max_predict_draws`` of them), so they
+        show how far the weights' uncertainty moves each probability;
+        ``predict_proba`` is the mean over the same draws. EM and MAP have one
+        point estimate: the interval collapses to it (lower == upper ==
+        ``predict_proba``).
+        """
+        check_credible_mass(prob)
+        feats = self._check_bags(bags)
+        if label_sets is None:
+            draws = self._draw_proba(feats)
+        else:
+            stacked = np.stack(list(self._draw_posteriors(feats, self._check_sets(feats, label_sets))))
+            draws = split_by_bag(stacked, feats, axis=1)
+        return [equal_tailed_interval(p, prob) for p in draws]
+
+    def predict_uncertainty(self, bags: Bags) -> list[np.ndarray]:
+        """B arrays (n_b, 2): predictive entropy and mutual information (nats).
+
+        Entropy ``H[E_theta p(y | x, theta)]`` is the total uncertainty; the
+        mutual information ``H[E p] - E H[p]`` between the label and the
+        weights is its epistemic part (zero for EM/MAP point estimates).
+        """
+        out = []
+        for p in self._draw_proba(self._check_bags(bags)):
+            mean = p.mean(axis=0)
+            total = -np.sum(mean * np.log(np.clip(mean, 1e-300, None)), axis=-1)
+            aleatoric = -np.sum(p * np.log(np.clip(p, 1e-300, None)), axis=-1).mean(axis=0)
+            out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
+        return out

@@ -1,0 +1,82 @@
+"""Predictions of an ORLR fitted with a relaxed union (issue 12): a novel class, a leak.
+
+The plain union's transductive posteriors run the DP on logits alone
+(``dp.ragged``). A novel class adds an optional slot to every bag, and a leak
+adds start states, so these go through the model's own E-step instead: the
+same ``BagLabelSet`` sites the fit used, at each posterior draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import jax
+import numpy as np
+
+from ..model.log_density import e_step, prior_scales
+from ..model.numpyro_model import make_model_data, split_model_data, sum_to_zero_basis
+
+_e_step = jax.jit(e_step, static_argnums=(3, 4))
+"""The E-step at one draw; compiled once per shape family (the data are arguments)."""
+
+
+def check_leak(leak: float | str | None) -> None:
+    """ValueError unless ``leak`` is None, ``"learn"`` or a probability in (0, 1)."""
+    if leak is None or (isinstance(leak, str) and leak == "learn"):
+        return
+    if isinstance(leak, str) or not 0.0 < float(leak) < 1.0:
+        raise ValueError(f"leak={leak!r}: give None, 'learn', or a leak probability in (0, 1)")
+
+
+def relaxed_draw_posteriors(
+    feats: Sequence[np.ndarray],
+    sets: Sequence[np.ndarray],
+    coef_draws: np.ndarray,
+    intercept_draws: np.ndarray,
+    leak_draws: np.ndarray | None,
+    n_classes: int,
+    novel_class: bool,
+    max_labels: int,
+) -> Iterator[np.ndarray]:
+    """Per draw, (n, C_out) ``p(y_i = c | Y_b, X_b, theta_s)`` of all bags' instances in order.
+
+    Args:
+        feats: B arrays (n_b, d), standardised as in training.
+        sets: B validated label sets.
+        coef_draws: (S, d, C_out); intercept_draws: (S, C_out), ``C_out`` the
+            named classes and, with ``novel_class``, the novel one.
+        leak_draws: (S,) leak probabilities, or None (no leak).
+        n_classes: named classes ``C``; max_labels: the DP's cap.
+    """
+    leak = None if leak_draws is None else "learn"  # the leak enters as a parameter, drawn or fixed
+    data = make_model_data(
+        feats, sets, n_classes, max_labels, canonical_shapes=True, novel_class=novel_class, leak=leak
+    )
+    arrays, shape = split_model_data(data)
+    arrays = jax.device_put(arrays)
+    scales = prior_scales(None, None)  # the prior does not enter the E-step's posteriors
+    basis = sum_to_zero_basis(data.n_outputs)
+    starts = np.concatenate([[0], np.cumsum([len(x) for x in feats])])
+    for s in range(len(coef_draws)):
+        params = {
+            "W_raw": np.asarray(coef_draws[s] @ basis, np.float32),
+            "beta_raw": np.asarray(intercept_draws[s] @ basis, np.float32),
+        }
+        if leak_draws is not None:
+            eps = float(leak_draws[s])
+            params["leak_logit"] = np.asarray(np.log(eps) - np.log1p(-eps), np.float32)
+        posteriors = _e_step(params, arrays, scales, shape, True).posteriors
+        out = np.zeros((starts[-1], data.n_outputs))
+        for bucket, post in zip(data.buckets, posteriors):
+            ids = np.asarray(bucket.bag_ids)
+            mask = np.asarray(bucket.mask)[: len(ids)]
+            rows = starts[ids][:, None] + np.arange(mask.shape[1])[None, :]
+            out[rows[mask]] = np.asarray(post)[: len(ids)][mask]
+        yield out
+
+
+def bag_label_probability(label_probs: np.ndarray, leak_draws: np.ndarray | None) -> np.ndarray:
+    """(S, C) ``P(c in Y_b)`` per draw with the leak: ``1 - (1 - eps)(1 - P(some instance takes c))``."""
+    if leak_draws is None:
+        return label_probs
+    return 1.0 - (1.0 - np.asarray(leak_draws)[:, None]) * (1.0 - label_probs)
