@@ -174,7 +174,8 @@ def test_orlr_estimator_with_novel_class_leak_and_known_labels(tmp_path):
         ORLR(novel_class=True).fit(bags, sets)
     with pytest.raises(ValueError, match="leak="):
         ORLR(leak=1.5).fit(bags, sets)
-    known = [np.where((np.arange(len(y)) == 0) & np.isin(y, s + [NAMED]), y, -1) for y, s in zip(labels, sets)]
+    first = [(np.arange(len(y)) == 0) & np.isin(y, s + [NAMED]) for y, s in zip(labels, sets)]
+    known = [np.where(f, y, -1) for f, y in zip(first, labels)]
     model = ORLR(novel_class=True, leak="learn", n_classes=NAMED).fit(bags, sets, instance_labels=known)
     assert model.coef_.shape == (3, NAMED + 1) and 0.0 < model.leak_ < 1.0
     proba = model.predict_proba(bags)

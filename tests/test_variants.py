@@ -3,6 +3,7 @@ instance labels, each alone and combined, against brute-force enumeration."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -11,8 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import brute_force_variants, brute_force_variants_jax
 from scipy.special import log_softmax
-
-import jax
 
 from orlr_ppl.dp.bucket import bucket_log_likelihood, bucket_posteriors
 from orlr_ppl.dp.subset_dp import BucketInputs, buckets_dp
