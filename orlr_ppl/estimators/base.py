@@ -146,6 +146,10 @@ class _BagClassifier(BaseEstimator):
         """B arrays (n_b, C) of class scores for the DP (any per-instance shift is harmless)."""
         return [np.log(np.clip(p, 1e-300, None)) for p in self._inductive_proba(feats)]
 
+    def _leak_draws(self, n_draws: int) -> np.ndarray | None:
+        """(S,) the chance a leak switches a label on, per draw; None: labels come from instances alone."""
+        return None
+
     def _ranking_scores(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         """B arrays (n_b, C) whose max over instances is the ``rule="max"`` bag score."""
         return self._inductive_proba(feats)
@@ -286,7 +290,7 @@ class _BagClassifier(BaseEstimator):
             return np.stack([s.max(axis=0)[:c] for s in self._ranking_scores(feats)])
         scores = []
         for p in self._draw_proba(feats):
-            leak = self._leak_draws(len(p)) if hasattr(self, "_leak_draws") else None
+            leak = self._leak_draws(len(p))
             probs = label_probability(p)[:, :c]
             if leak is not None:  # a label is on unless neither an instance nor the leak switched it on
                 probs = 1.0 - (1.0 - leak[:, None]) * (1.0 - probs)
