@@ -19,7 +19,11 @@ The functions compared are timed in turn within every repeat of one run, and
 each ratio is the median of the per-repeat ratios, so machine noise hits both
 sides alike.
 
-    python benchmarks/bench_dp.py [--repeats 200] [--x64]
+    python benchmarks/bench_dp.py [--repeats 200] [--x64] [--relaxed]
+
+``--relaxed`` adds, per data set, the model path with each relaxation of the union (issue 12:
+a novel class, a fixed and a learnt leak, every third instance's label known, all together),
+timed interleaved with softmax, as ratios to it.
 
 The last line printed is ``hja_ratio=<x> letter_ratio=<y> doubling=<z>``.
 """
@@ -63,16 +67,41 @@ def _objectives(feats, sets, labels, n_classes):
     return miml, softmax, w0, packed
 
 
-def _model_objective(feats, sets, n_classes):
-    """(a'): the model's potential and gradient at weights ``w`` (d, C), as raw weights ``w @ basis``."""
-    arrays, shape = split_model_data(make_model_data(feats, sets, n_classes))
+def _model_objective(feats, sets, n_classes, **relaxation):
+    """(a'): the model's potential and gradient at weights ``w`` (d, C_out), as raw weights ``w @ basis``.
+
+    ``relaxation``: ``make_model_data``'s ``novel_class``, ``leak`` or ``instance_labels`` (issue 12);
+    a learnt leak is held at 0.05.
+    """
+    data = make_model_data(feats, sets, n_classes, **relaxation)
+    arrays, shape = split_model_data(data)
     scales = prior_scales(None, None)
-    basis = jnp.asarray(sum_to_zero_basis(n_classes), jnp.float32)
+    basis = jnp.asarray(sum_to_zero_basis(data.n_outputs), jnp.float32)
+    extra = {"leak_logit": jnp.asarray(np.log(0.05 / 0.95), jnp.float32)} if data.leak == "learn" else {}
 
     def model(w):
-        return potential_and_grad({"W_raw": w @ basis}, arrays, scales, shape, False)
+        return potential_and_grad({"W_raw": w @ basis, **extra}, arrays, scales, shape, False)
 
     return model
+
+
+def _relaxed_rows(feats, sets, labels, n_classes, softmax, w0, repeats: int) -> dict[str, float]:
+    """Model path with each relaxation of the union, as ratios to softmax (issue 12), timed interleaved."""
+    known = [np.where(np.arange(len(y)) % 3 == 0, y, -1) for y in labels]  # every third instance known
+    variants = {
+        "plain": ({}, w0),
+        "novel": ({"novel_class": True}, jnp.concatenate([w0, jnp.zeros_like(w0[:, :1])], axis=1)),
+        "leak_fixed": ({"leak": 0.05}, w0),
+        "leak_learn": ({"leak": "learn"}, w0),
+        "known_third": ({"instance_labels": known}, w0),
+        "novel_leak_known": (
+            {"novel_class": True, "leak": "learn", "instance_labels": known},
+            jnp.concatenate([w0, jnp.zeros_like(w0[:, :1])], axis=1),
+        ),
+    }
+    fns = [softmax] + [_model_objective(feats, sets, n_classes, **kw) for kw, _ in variants.values()]
+    times = _time_interleaved(fns, [w0] + [w for _, w in variants.values()], repeats)
+    return {name: float(np.median(times[:, j + 1] / times[:, 0])) for j, name in enumerate(variants)}
 
 
 def _time_interleaved(fns: list[Callable], arg, repeats: int) -> np.ndarray:
@@ -102,6 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--x64", action="store_true", help="float64 (jax_enable_x64)")
+    parser.add_argument("--relaxed", action="store_true", help="also time the relaxed unions' model path")
     args = parser.parse_args()
     if args.x64:
         jax.config.update("jax_enable_x64", True)
@@ -133,6 +163,10 @@ def main() -> None:
             f"ratio {model_ratios[name]:.2f}"
         )
         ratios[name] = ratio
+        if args.relaxed:
+            rows = _relaxed_rows(feats, sets, labels, n_classes, softmax, w0, args.repeats)
+            line = " ".join(f"{k}={v:.2f}" for k, v in rows.items())
+            print(f"  model path / softmax, relaxed unions: {line}")
 
     sizes = (1000, 2000, 4000)
     fns, ws = [], []
