@@ -107,3 +107,26 @@ def test_summary_and_metrics_of_every_segment(folder):
     assert metrics.instance_accuracy(every.instance_labels, guess) == 1.0
     wrong = [np.where(y == -1, 0, (y + 1) % 13) for y in every.instance_labels]
     assert metrics.instance_accuracy(every.instance_labels, wrong) == 0.0
+
+
+@pytest.mark.filterwarnings(r"ignore:EM stopped")  # 20 iterations suffice to fit the leak here
+def test_mlsp_style_arff_with_an_impossible_bag_is_fitted_whole_with_a_leak(folder, tmp_path):
+    # The published labels written as a MIML ARFF (the MLSP-2013 layout): recording 219 names 3
+    # species for 2 labelled segments, so the union model refuses it and a leak fits it.
+    data = load_hja(folder, "original", "labelled")
+    pick = np.r_[0:40, data.bag_ids.index("219")]
+    assert op.io.write_miml_arff(data.subset(pick), tmp_path / "birds.arff") == sum(
+        len(data.bags[i]) for i in pick
+    )
+    arff = op.io.read_miml_arff(tmp_path / "birds.arff", tmp_path / "birds.xml")
+    assert arff.class_names == data.class_names and arff.impossible_bags() == [40]
+    assert arff.impossible_bags(leak=True) == []
+    with pytest.raises(ValueError, match="'219'.*ORLR\\(leak=...\\)"):
+        op.ORLR(max_iter=2).fit(arff)
+    model = op.ORLR(leak="learn", max_iter=20).fit(arff)
+    assert 0 < model.leak_ < 0.5
+    # Transductively the impossible bag gets its two segments explained by two of its 3 species
+    # (one leaks): the posterior puts no mass outside the bag's set.
+    post = model.predict_proba(arff.subset([40]), arff.subset([40]).label_sets)[0]
+    assert post.shape == (2, 13)
+    np.testing.assert_allclose(post[:, arff.label_sets[40]].sum(axis=1), 1.0, atol=1e-5)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from orlr_ppl.data.container import MIMLData
-from orlr_ppl.data.io import read_bag_csv, read_bag_npz, read_miml_arff
+from orlr_ppl.data.io import read_bag_csv, read_bag_npz, read_miml_arff, write_miml_arff
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ARFF = FIXTURES / "miml_small.arff"
@@ -193,8 +193,16 @@ def test_arff_without_bags(tmp_path):
 
 def test_arff_header_scipy_cannot_read(tmp_path):
     # scipy reads quoted attribute names only in single quotes; its own error is passed on with the file
-    path = with_lines(tmp_path, {10: '@attribute "dog x" {0,1}'})
+    path = with_lines(tmp_path, {7: '  @attribute "f x" numeric'})
     expect_error(path, None, "scipy.io.arff cannot read the header", read_miml_arff, path)
+
+
+def test_arff_label_names_in_double_quotes_are_read(tmp_path):
+    # scipy cannot tokenise them; the reader hands it plain label names and keeps the file's own
+    path = with_lines(tmp_path, {10: """@attribute "Swainson's dog" {0,1}"""})
+    data = read_miml_arff(path)
+    assert data.class_names == ["cat", "Swainson's dog", "bird"]
+    assert data.label_sets == read_miml_arff(ARFF).label_sets
 
 
 def test_arff_missing_files(tmp_path):
@@ -538,3 +546,31 @@ def test_npz_keeps_unlabelled_instances(tmp_path):
     for bag, labels in zip(data.bag_ids, data.instance_labels):  # grouped by bag, in row order
         np.testing.assert_array_equal(labels, inst[NPZ_IDS == bag])
     assert sum(int((y == -1).sum()) for y in data.instance_labels) == 3
+
+
+def test_write_miml_arff_round_trips_exactly(tmp_path):
+    rng = np.random.default_rng(0)
+    bags = [rng.normal(size=(n, 3)) * 10.0 ** rng.integers(-8, 8) for n in (1, 4, 2, 3)]
+    data = MIMLData(
+        bags,
+        [[0, 2], [1], [0, 1, 2], [2]],  # bags 0, 2: more labels than instances (a leak's case)
+        [np.array([0]), np.array([1, -1, 1, 1]), np.array([-1, 2]), np.array([2, 2, -1])],
+        class_names=["BRCR - Brown Creeper", "SWTH - Swainson's Thrush", "plain"],
+        feature_names=["time start", "f", "x.2"],
+        bag_ids=["r 1", "r2", "7", "x"],
+    )
+    assert write_miml_arff(data, tmp_path / "d.arff") == 7  # labelled instances the format cannot hold
+    back = read_miml_arff(tmp_path / "d.arff", tmp_path / "d.xml")
+    assert back.class_names == data.class_names and back.feature_names == data.feature_names
+    assert back.bag_ids == data.bag_ids and back.label_sets == data.label_sets
+    assert all(np.array_equal(a, b) for a, b in zip(back.bags, data.bags))  # repr keeps every digit
+    assert back.impossible_bags() == [0, 2] and back.impossible_bags(leak=True) == []
+
+
+def test_write_miml_arff_refuses_what_it_cannot_carry(tmp_path):
+    unlabelled = MIMLData([np.zeros((2, 1))], None, class_names=["a", "b"])
+    with pytest.raises(ValueError, match="one label set per bag"):
+        write_miml_arff(unlabelled, tmp_path / "u.arff")
+    both = MIMLData([np.zeros((2, 1))], [[0]], class_names=["""it's "x\"""", "b"])
+    with pytest.raises(ValueError, match="class name .* holds both quotes"):
+        write_miml_arff(both, tmp_path / "b.arff")

@@ -304,7 +304,7 @@ class MIMLData:
 
     # -- union violations ----------------------------------------------------
 
-    def validate(self) -> list[BagProblem]:
+    def validate(self, leak: bool = False, novel: bool = False) -> list[BagProblem]:
         """Every bag that breaks the union assumption, one entry per problem.
 
         Zero-likelihood bags (empty, empty label set, fewer instances than
@@ -312,38 +312,41 @@ class MIMLData:
         where a bag label has no instance or an instance label is missing
         from the bag's set; unlabelled instances (-1) may carry any label of
         their bag (``union_problems``). Nothing is changed; see ``drop_impossible``.
-        Bags without label sets have nothing to break: ``[]``.
+        Bags without label sets have nothing to break: ``[]``. ``leak`` and
+        ``novel``: judge the bags under the relaxed model (``ORLR(leak=...)``
+        makes more labels than instances possible, ``ORLR(novel_class=True)``
+        an empty label set).
         """
         if self.label_sets is None:
             return []  # nothing to check a bag against
-        return union_problems(self.bags, self.label_sets, self.instance_labels, self.bag_ids)
+        return union_problems(self.bags, self.label_sets, self.instance_labels, self.bag_ids, leak, novel)
 
-    def impossible_bags(self) -> list[int]:
+    def impossible_bags(self, leak: bool = False, novel: bool = False) -> list[int]:
         """Sorted indices of the bags whose likelihood is zero (``validate``'s "zero_likelihood").
 
         Bags whose instance labels disagree with their set are reported by
         ``validate`` but are not impossible: fitting never sees instance
         labels (the published HJA data have such bags; the paper fits them).
         """
-        return sorted({p.index for p in self.validate() if p.kind == "zero_likelihood"})
+        return sorted({p.index for p in self.validate(leak, novel) if p.kind == "zero_likelihood"})
 
-    def drop_impossible(self) -> tuple[MIMLData, list[int]]:
+    def drop_impossible(self, leak: bool = False, novel: bool = False) -> tuple[MIMLData, list[int]]:
         """``(clean_data, dropped_bag_indices)``: the data without the ``impossible_bags``."""
-        bad = self.impossible_bags()
+        bad = self.impossible_bags(leak, novel)
         keep = np.setdiff1d(np.arange(self.n_bags), bad)
         if keep.size == 0:
             raise ValueError("every bag has likelihood zero under the union model; nothing would be left")
         return self.subset(keep), bad
 
-    def check_fittable(self) -> None:
+    def check_fittable(self, leak: bool = False, novel: bool = False) -> None:
         """Raise a ValueError listing the ``impossible_bags``, or saying there are no label sets."""
         if self.label_sets is None:
             raise ValueError(
                 "this MIMLData has no bag label sets, and fitting needs one per bag: give label_sets"
             )
-        problems = [p for p in self.validate() if p.kind == "zero_likelihood"]
+        problems = [p for p in self.validate(leak, novel) if p.kind == "zero_likelihood"]
         if problems:
-            bad = self.impossible_bags()
+            bad = sorted({p.index for p in problems})
             shown = "; ".join(p.message for p in problems[:20])
             more = f"; and {len(problems) - 20} more" if len(problems) > 20 else ""
             raise ValueError(

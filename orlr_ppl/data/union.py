@@ -49,6 +49,8 @@ def union_problems(
     label_sets: Sequence[list[int]],
     instance_labels: Sequence[np.ndarray] | None,
     bag_ids: Sequence[Hashable],
+    leak: bool = False,
+    novel: bool = False,
 ) -> list[BagProblem]:
     """Every union violation, in bag order, one entry per problem.
 
@@ -58,11 +60,13 @@ def union_problems(
         instance_labels: B int arrays (n_b,), -1 for an unlabelled instance,
             or None (then only zero-likelihood bags can be seen).
         bag_ids: B ids, for the messages.
+        leak, novel: the model's relaxations (``ORLR(leak=, novel_class=)``):
+            bags they make possible are not "zero_likelihood".
     """
     out = []
     for b, (x, s) in enumerate(zip(bags, label_sets)):
         name = bag_name(b, bag_ids)
-        why = zero_likelihood_reason(len(s), len(x))
+        why = zero_likelihood_reason(len(s), len(x), leak, novel)
         if why:
             out.append(BagProblem(b, bag_ids[b], "zero_likelihood", f"bag {name} {why}"))
         if instance_labels is None:

@@ -42,7 +42,8 @@ def fit_inputs(
     """``(bags, targets, n_classes)`` from ``fit(bags, targets)`` or ``fit(MIMLData)``.
 
     ``what`` is "label_sets" or "instance_labels". A ``MIMLData`` is first
-    checked for bags that break the union assumption (all listed in one error).
+    checked for bags that break the union assumption (all listed in one error),
+    judged under the estimator's relaxations (``leak``, ``novel_class``) if it has them.
     """
     if not isinstance(data, MIMLData):
         if targets is None:
@@ -50,8 +51,10 @@ def fit_inputs(
         return data, targets, estimator.n_classes
     if targets is not None:
         raise ValueError(f"give either a MIMLData or (bags, {what}), not both")
-    if what == "label_sets":
-        data.check_fittable()
+    if what == "label_sets":  # judged under the estimator's relaxations of the union (ORLR's)
+        data.check_fittable(
+            getattr(estimator, "leak", None) is not None, bool(getattr(estimator, "novel_class", False))
+        )
     elif data.instance_labels is None:
         raise ValueError(f"{type(estimator).__name__} trains on instance labels; this MIMLData has none")
     estimator.class_names_ = list(data.class_names)

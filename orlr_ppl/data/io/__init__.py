@@ -6,6 +6,8 @@
   labels, instance labels (-1: unlabelled) and an ``id<TAB>name`` class-names
   file (``read_class_names``), class ids mapped to indices by one documented
   rule (``bag_csv``);
+* ``write_miml_arff``: the way back, to relational ARFF with a Mulan XML
+  (``arff_writer``);
 * ``read_bag_npz``: one ``.npz`` archive of named arrays, the command
   line's data files (``npz``).
 
@@ -16,7 +18,8 @@ format.
 """
 
 from .arff import read_miml_arff
+from .arff_writer import write_miml_arff
 from .bag_csv import read_bag_csv, read_class_names
 from .npz import read_bag_npz
 
-__all__ = ["read_bag_csv", "read_bag_npz", "read_class_names", "read_miml_arff"]
+__all__ = ["read_bag_csv", "read_bag_npz", "read_class_names", "read_miml_arff", "write_miml_arff"]

@@ -249,7 +249,12 @@ def _scan_row(line: str, lineno: int, layout: _Layout) -> _Row:
 
 
 def _scipy_header(path: Path, header: list[str], layout: _Layout, rows: list[_Row]) -> list[str]:
-    """The header lines for scipy: string ids become nominal (scipy refuses string attributes)."""
+    """The header lines for scipy: string ids become nominal (scipy refuses string attributes), and
+    the labels get plain names (``_scipy_label``): scipy cannot tokenise a name quoted with ``"``
+    that holds a ``'`` (HJA's "SWTH - Swainson's Thrush"); their own names come from our parse."""
+    header = list(header)
+    for j, a in enumerate(layout.labels):
+        header[a.line - 1] = f"@attribute {_scipy_label(j)} {{{','.join(a.values)}}}"
     if layout.id_attr.kind != "string":
         return header
     ids = []
@@ -261,6 +266,10 @@ def _scipy_header(path: Path, header: list[str], layout: _Layout, rows: list[_Ro
     i = layout.id_attr.line - 1
     out[i] = re.sub(r"string\s*$", "{" + ",".join(ids) + "}", out[i], flags=re.IGNORECASE)
     return out
+
+
+def _scipy_label(j: int) -> str:
+    return f"orlr_label_{j}__"
 
 
 def _locate(path: Path, layout: _Layout, rows: list[_Row], header: list[str], err: Exception) -> ValueError:
@@ -328,7 +337,7 @@ def _assemble(path: Path, layout: _Layout, rows: list[_Row], table: np.ndarray) 
                 f"{path}, line {row.line}: bag {row.values[0]!r}, instance {k + 1}, feature {features[j]!r}: "
                 f"{row.instances[k][j]!r} is missing or not finite"
             )
-        flags = [rec[a.name].decode() for a in layout.labels]
+        flags = [rec[_scipy_label(j)].decode() for j in range(len(layout.labels))]
         if "?" in flags:
             label = layout.labels[flags.index("?")]
             raise ValueError(
