@@ -351,3 +351,78 @@ def test_fit_takes_pruning_and_stochastic_em(tmp_path, capsys):
     assert main(base + ["--bag-fraction", "0.3", "--method", "map", "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "stochastic EM takes method='em'" in err[0]
+
+
+def _relaxed_digits(n_bags: int, seed: int):
+    """MIML digits that break the union both ways (issue 12), as a MIMLData.
+
+    Digit 9 is background: its instances are unlabelled (-1) and it leaves the
+    label sets; two bags of 9s alone (appended) have no label. The first three
+    bags with 2+ labels keep one instance (the first): more labels than instances.
+    """
+    from orlr_ppl.data import MIMLData
+
+    ds = make_miml_digits(n_bags, seed=seed, split="train")
+    bags, sets, inst = [], [], []
+    cut = 0
+    for x, s, y in zip(ds.bags, ds.label_sets, ds.instance_labels):
+        if cut < 3 and len(s) >= 2 and len(set(s) - {9}) >= 2:
+            x, y, cut = x[:1], y[:1], cut + 1  # the bag keeps its label set
+        bags.append(x)
+        sets.append(sorted(set(s) - {9}))
+        inst.append(np.where(y == 9, -1, y))
+    nines = np.concatenate([x[y == 9] for x, y in zip(ds.bags, ds.instance_labels)])
+    for part in np.array_split(nines, 2):
+        bags.append(part)
+        sets.append([])
+        inst.append(np.full(len(part), -1))
+    return MIMLData(bags, sets, inst, n_classes=9)
+
+
+def test_fit_with_leak_and_novel_class(tmp_path, capsys):
+    data = _relaxed_digits(60, seed=0)
+    assert sum(len(x) < len(s) for x, s in zip(data.bags, data.label_sets)) == 3
+    assert any(len(s) == 0 for s in data.label_sets)
+    _write_npz(tmp_path / "d.npz", data)
+    base = ["fit", "--data", str(tmp_path / "d.npz"), "--quiet", "--max-iter", "20"]
+    assert main(base + ["--out", str(tmp_path / "plain")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--leak or --novel-class" in err[0] and "empty label set" in err[0]
+    assert main(base + ["--leak", "learn", "--out", str(tmp_path / "leak")]) == 2  # empty sets remain
+    assert "empty label set" in capsys.readouterr().err
+    # --drop-impossible under the relaxed model leaves out only the bags it cannot explain.
+    assert main(base + ["--leak", "learn", "--drop-impossible", "--out", str(tmp_path / "leak")]) == 0
+    out, err = capsys.readouterr()
+    n_empty = sum(len(s) == 0 for s in data.label_sets)
+    assert f"left out {n_empty} bag(s)" in err and f"on {data.n_bags - n_empty} bags" in out
+    assert 0 < json.loads((tmp_path / "leak" / "metadata.json").read_text())["fitted"]["leak_"] < 1
+
+    model = tmp_path / "both"
+    assert main(base + ["--novel-class", "--leak", "0.05", "--out", str(model)]) == 0
+    assert f"on {data.n_bags} bags" in capsys.readouterr().out
+    assert main(["predict", "--model", str(model), "--data", str(tmp_path / "d.npz")]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].endswith(",p(8),p(novel)") and len(rows) == data.n_instances + 1
+    assert {r.split(",")[2] for r in rows[1:]} <= {*map(str, range(9)), "novel"}
+    assert main(["evaluate", "--model", str(model), "--data", str(tmp_path / "d.npz"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert 0.5 < result["auc_novel_unlabelled"] <= 1
+    assert result["instance_accuracy_named_classes"] >= result["instance_accuracy_inductive"]
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "sometimes"])
+def test_bad_leak_is_one_line_exit_2(value, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", "--dataset", "digits", "--leak", value])
+    assert stop.value.code == 2
+    assert "--leak" in capsys.readouterr().err
+
+
+def test_orlr_novel_is_compared_by_name():
+    args = build_parser().parse_args(["evaluate", "--dataset", "digits", "--methods", "orlr-novel,softmax"])
+    models = {name: make() for name, make in compared_models(args).items()}
+    assert list(models) == ["ORLR-novel", "SoftmaxRegression"]
+    params = models["ORLR-novel"].get_params()
+    assert (params["novel_class"], params["leak"], params["method"]) == (True, "learn", "em")
+    default = build_parser().parse_args(["evaluate", "--dataset", "digits"])
+    assert "orlr-novel" not in default.methods.split(",")

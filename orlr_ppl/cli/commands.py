@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from ..data import MIMLData
 
 
+NOVEL_COLUMN = "novel"
+"""The name ``predict`` gives a novel-class model's last column (``ORLR(novel_class=True)``)."""
+
+
 def prior_scale(value: float) -> float | None:
     """``--prior-scale``: a sd, or None (no prior: plain maximum likelihood) for values <= 0."""
     return None if value <= 0 else float(value)
@@ -45,6 +49,8 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         random_state=args.seed,
         prune=getattr(args, "prune", 0.0),
         bag_fraction=getattr(args, "bag_fraction", 1.0),
+        novel_class=getattr(args, "novel_class", False),
+        leak=getattr(args, "leak", None),
     )
 
 
@@ -77,6 +83,8 @@ def report(model, data: MIMLData) -> dict[str, float]:
         out["instance_accuracy_inductive"] = metrics.instance_accuracy(data.instance_labels, predicted)
         out["ece_inductive"] = metrics.expected_calibration_error(data.instance_labels, proba)
         out["macro_f1_inductive"] = metrics.macro_f1(data.instance_labels, predicted)
+        if getattr(model, "novel_class", False):
+            out.update(novel_scores(data.instance_labels, proba))
         if data.label_sets is not None:
             out["instance_accuracy_transductive"] = metrics.instance_accuracy(
                 data.instance_labels, model.predict(data, data.label_sets)
@@ -88,6 +96,20 @@ def report(model, data: MIMLData) -> dict[str, float]:
         out["one_error"] = metrics.one_error(data.label_sets, scores)
         out["coverage"] = metrics.coverage(data.label_sets, scores)
         out["average_precision"] = metrics.average_precision(data.label_sets, scores)
+    return out
+
+
+def novel_scores(instance_labels: Sequence[Any], proba: Sequence[Any]) -> dict[str, float]:
+    """A novel-class model's scores: accuracy over the named classes alone, and the ROC AUC of
+    p(novel) (the last column) for unlabelled (-1) against labelled instances, when both occur."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    y, p = np.concatenate(instance_labels), np.concatenate(proba)
+    labelled = y >= 0
+    out = {"instance_accuracy_named_classes": float(np.mean(p[labelled, :-1].argmax(1) == y[labelled]))}
+    if 0 < labelled.sum() < y.size:
+        out["auc_novel_unlabelled"] = float(roc_auc_score(~labelled, p[:, -1]))
     return out
 
 
@@ -165,13 +187,16 @@ def fittable(data: MIMLData, args: argparse.Namespace) -> tuple[MIMLData, list[s
     """
     if data.label_sets is None:
         raise ValueError("fitting needs bag labels, and these data have none")
+    relaxed = {"leak": getattr(args, "leak", None) is not None, "novel": getattr(args, "novel_class", False)}
     if not getattr(args, "drop_impossible", False):
         try:
-            data.check_fittable()
+            data.check_fittable(**relaxed)
         except ValueError as err:
-            raise ValueError(f"{err} (on the command line: --drop-impossible)") from None
+            raise ValueError(
+                f"{err} (on the command line: --drop-impossible, --leak or --novel-class)"
+            ) from None
         return data, []
-    clean, dropped = data.drop_impossible()
+    clean, dropped = data.drop_impossible(**relaxed)
     ids = [str(data.bag_ids[b]) for b in dropped]
     if ids:
         print(f"warning: left out {len(ids)} bag(s) the union model cannot explain: {ids}", file=sys.stderr)
@@ -224,6 +249,7 @@ def predict(args: argparse.Namespace) -> int:
     if args.transductive and data.label_sets is None:
         raise ValueError("--transductive needs the bags' label sets, and these data have none")
     proba = model.predict_proba(data, data.label_sets if args.transductive else None)
+    names = names + [NOVEL_COLUMN] * bool(getattr(model, "novel_class", False))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["bag_id", "instance", "label", *[f"p({n})" for n in names]])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .._version import __version__
 from . import commands
-from .compare import COMPARED, compare
+from .compare import COMPARED, DEFAULT_METHODS, compare
 
 DEMO_DIR = Path("models") / "demo"
 
@@ -106,6 +106,37 @@ def _add_fit_args(
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def leak_value(text: str) -> float | str | None:
+    """``--leak``: "none", "learn", or a probability in [0, 1)."""
+    if text in ("none", "learn"):
+        return None if text == "none" else text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give none, learn or a probability in [0, 1)") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a leak probability lies in [0, 1)")
+    return value
+
+
+def _add_relaxation_args(p: argparse.ArgumentParser) -> None:
+    """The model's relaxations of the union (``ORLR(novel_class=, leak=)``)."""
+    p.add_argument(
+        "--novel-class",
+        action="store_true",
+        help="a novel (background) class, the last column of the predictions, that any bag may hold "
+        "without naming it; bags with no label become possible",
+    )
+    p.add_argument(
+        "--leak",
+        type=leak_value,
+        default=None,
+        metavar="{none,learn,EPS}",
+        help="each bag label may be switched on without an instance, with probability EPS, or one "
+        "learnt (learn); bags with fewer instances than labels become possible (default: none)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orlr-ppl",
@@ -137,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="EM: below 1, stochastic EM on this fraction of the bags per iteration",
     )
+    _add_relaxation_args(fit)
     fit.add_argument("--out", default=None, help="model folder (default: models/orlr-<method>)")
     fit.add_argument("--force", action="store_true", help="overwrite a model already saved in --out")
     fit.set_defaults(func=commands.fit)
@@ -166,7 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
         "label sets (transductive); both come from the same fits",
     )
     ev.add_argument("--folds", type=int, default=10, help="bag-level folds")
-    ev.add_argument("--methods", default=",".join(COMPARED), help="comma list of methods to compare")
+    ev.add_argument(
+        "--methods",
+        default=",".join(DEFAULT_METHODS),
+        help=f"comma list of methods to compare, of {','.join(COMPARED)} (orlr-novel: a novel class and "
+        "a learnt leak, issue 12)",
+    )
     ev.add_argument(
         "--em-m-steps", type=int, default=1, help="ORLR-EM gradient steps per M-step (1: classic GEM)"
     )
