@@ -74,9 +74,3 @@ def relaxed_draw_posteriors(
             out[rows[mask]] = np.asarray(post)[: len(ids)][mask]
         yield out
 
-
-def bag_label_probability(label_probs: np.ndarray, leak_draws: np.ndarray | None) -> np.ndarray:
-    """(S, C) ``P(c in Y_b)`` per draw with the leak: ``1 - (1 - eps)(1 - P(some instance takes c))``."""
-    if leak_draws is None:
-        return label_probs
-    return 1.0 - (1.0 - np.asarray(leak_draws)[:, None]) * (1.0 - label_probs)
