@@ -410,7 +410,7 @@ def test_fit_with_leak_and_novel_class(tmp_path, capsys):
     assert result["instance_accuracy_named_classes"] >= result["instance_accuracy_inductive"]
 
 
-@pytest.mark.parametrize("value", ["1.5", "-0.1", "sometimes"])
+@pytest.mark.parametrize("value", ["1.5", "0", "-0.1", "sometimes"])
 def test_bad_leak_is_one_line_exit_2(value, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["fit", "--dataset", "digits", "--leak", value])

@@ -162,6 +162,22 @@ def test_nuts_and_svi_sample_the_leak_and_the_novel_class():
     assert "leak" in svi.posterior.posterior and svi.posterior.posterior["W"].shape[-1] == NAMED + 1
 
 
+def test_posterior_of_a_named_novel_class_model_names_its_extra_class():
+    """From a ``MIMLData`` with class names, the posterior's ``class`` coordinate is the names and
+    "novel" for ``W``/``beta``, and the names alone for the label sets (observed, predictive)."""
+    from orlr_ppl import ORLR, MIMLData
+
+    bags, sets, _ = _simulate(n_bags=30, seed=6)
+    names = ["owl", "jay", "wren"]
+    data = MIMLData(bags, sets, class_names=names, n_classes=NAMED)
+    model = ORLR(method="svi", novel_class=True, leak="learn", svi_steps=50, random_state=0).fit(data)
+    idata = model.posterior_
+    assert list(idata.posterior["W"].coords["class"].values) == [*names, "novel"]
+    assert list(idata.posterior["beta"].coords["class"].values) == [*names, "novel"]
+    assert list(idata.observed_data["Y"].coords["class"].values) == names
+    assert list(idata.posterior_predictive["Y"].coords["class"].values) == names
+
+
 def test_orlr_estimator_with_novel_class_leak_and_known_labels(tmp_path):
     """``ORLR(novel_class=True, leak="learn")``: C + 1 probability columns, bags the plain union
     rejects, a semi-supervised fit, transductive posteriors equal to the model's own E-step

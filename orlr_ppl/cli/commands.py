@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     from ..data import MIMLData
 
 
-NOVEL_COLUMN = "novel"
-"""The name ``predict`` gives a novel-class model's last column (``ORLR(novel_class=True)``)."""
-
-
 def prior_scale(value: float) -> float | None:
     """``--prior-scale``: a sd, or None (no prior: plain maximum likelihood) for values <= 0."""
     return None if value <= 0 else float(value)
@@ -249,7 +245,10 @@ def predict(args: argparse.Namespace) -> int:
     if args.transductive and data.label_sets is None:
         raise ValueError("--transductive needs the bags' label sets, and these data have none")
     proba = model.predict_proba(data, data.label_sets if args.transductive else None)
-    names = names + [NOVEL_COLUMN] * bool(getattr(model, "novel_class", False))
+    if getattr(model, "novel_class", False):
+        from ..estimators.relaxed import NOVEL_CLASS_NAME
+
+        names = [*names, NOVEL_CLASS_NAME]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["bag_id", "instance", "label", *[f"p({n})" for n in names]])

@@ -107,15 +107,15 @@ def _add_fit_args(
 
 
 def leak_value(text: str) -> float | str | None:
-    """``--leak``: "none", "learn", or a probability in [0, 1)."""
+    """``--leak``: "none", "learn", or a probability in (0, 1)."""
     if text in ("none", "learn"):
         return None if text == "none" else text
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give none, learn or a probability in [0, 1)") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a leak probability lies in [0, 1)")
+        raise argparse.ArgumentTypeError(f"{text!r}: give none, learn or a probability in (0, 1)") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a leak probability lies in (0, 1)")
     return value
 
 

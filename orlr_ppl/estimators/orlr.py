@@ -36,7 +36,7 @@ from .orlr_fit import (
 )
 from .orlr_persistence import _ORLRPersistence
 from .posterior_predictive import _PosteriorPredictive
-from .relaxed import check_leak, relaxed_draw_posteriors
+from .relaxed import NOVEL_CLASS_NAME, check_leak, relaxed_draw_posteriors
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
     import arviz as az
@@ -294,8 +294,10 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
         res = fit_posterior(data, self.method, settings)
         if res.losses is not None:
             self.losses_ = res.losses
-        names = getattr(self, "class_names_", None), getattr(self, "feature_names_", None)
-        self._set_posterior(with_names(res.posterior, *names))
+        classes = getattr(self, "class_names_", None)
+        if classes is not None and self.novel_class:  # W, beta have one more column than the data
+            classes = [*classes, NOVEL_CLASS_NAME]
+        self._set_posterior(with_names(res.posterior, classes, getattr(self, "feature_names_", None)))
 
     def _set_posterior(self, idata: az.InferenceData) -> None:
         self.posterior_ = idata

@@ -16,6 +16,9 @@ import numpy as np
 from ..model.log_density import e_step, prior_scales
 from ..model.numpyro_model import make_model_data, split_model_data, sum_to_zero_basis
 
+NOVEL_CLASS_NAME = "novel"
+"""The novel class's name beside the named classes (posterior coordinates, ``predict``'s CSV)."""
+
 _e_step = jax.jit(e_step, static_argnums=(3, 4))
 """The E-step at one draw; compiled once per shape family (the data are arguments)."""
 
@@ -73,4 +76,3 @@ def relaxed_draw_posteriors(
             rows = starts[ids][:, None] + np.arange(mask.shape[1])[None, :]
             out[rows[mask]] = np.asarray(post)[: len(ids)][mask]
         yield out
-

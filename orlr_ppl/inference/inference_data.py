@@ -190,7 +190,9 @@ def with_names(
         return idata
 
     def relabel(ds):
-        return ds.assign_coords({d: v for d, v in coords.items() if d in ds.dims})
+        # A novel class is a last column of W and beta only: the label sets (observed_data,
+        # posterior_predictive) have the named classes, the first ones.
+        return ds.assign_coords({d: v[: ds.sizes[d]] for d, v in coords.items() if d in ds.dims})
 
     return idata.map(relabel)
 
