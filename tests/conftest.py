@@ -6,9 +6,20 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
-# Tests write no compilation cache under the user's home (the command line and
-# the notebook would switch it on); test_compilation_cache sets its own.
-os.environ.setdefault("ORLR_PPL_COMPILATION_CACHE", "0")
+# One persistent compilation cache for the run, never under the user's home: each module's
+# programs are freed when it ends (below), and the next module, the other xdist worker (which
+# inherits this environment) or a notebook's kernel that compiles the same program loads it
+# instead. JAX keys entries by program, JAX version and device, so results cannot change; only
+# compile time is saved. .pytest_cache is git-ignored, so CI's clean clone starts it empty.
+# test_compilation_cache sets its own; ORLR_PPL_COMPILATION_CACHE=0 turns this off.
+os.environ.setdefault(
+    "ORLR_PPL_COMPILATION_CACHE",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".pytest_cache", "jax"),
+)
+
+from orlr_ppl.compilation_cache import enable_compilation_cache  # noqa: E402
+
+enable_compilation_cache(min_compile_time_secs=0.0)
 
 settings.register_profile(
     "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow], derandomize=True

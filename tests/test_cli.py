@@ -313,9 +313,10 @@ def test_corrupt_models_exit_2_with_one_line(tmp_path, capsys, damage):
 
 
 def test_prior_scale_zero_means_no_prior(tmp_path, capsys):
-    args = ["demo", "--n-bags", "20", "--num-warmup", "20", "--num-samples", "20", "--num-chains", "1"]
-    assert main(args + ["--prior-scale", "0", "--quiet", "--out", str(tmp_path / "demo")]) == 0
-    em = json.loads((tmp_path / "demo" / "em" / "metadata.json").read_text())
+    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train"))
+    args = ["fit", "--data", str(tmp_path / "d.npz"), "--max-iter", "3", "--prior-scale", "0", "--quiet"]
+    assert main(args + ["--out", str(tmp_path / "em")]) == 0
+    em = json.loads((tmp_path / "em" / "metadata.json").read_text())
     assert em["params"]["prior_scale"] is None
 
 
