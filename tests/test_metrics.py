@@ -92,3 +92,14 @@ def test_sklearn_backed_ranking_metrics_keep_the_miml_definitions():
         assert metrics.coverage(truth[some], scores[some]) == pytest.approx(np.mean(cover[some]))
         predicted = (scores > 1).astype(int)
         assert metrics.hamming_loss(truth, predicted) == pytest.approx(np.mean(truth != predicted))
+
+
+def test_novel_auc_counts_pairs_of_unlabelled_over_labelled():
+    true = [np.array([-1, 0, 1]), np.array([2, -1])]
+    p_novel = [np.array([0.9, 0.2, 0.6]), np.array([0.6, 0.5])]
+    # unlabelled {0.9, 0.5} vs labelled {0.2, 0.6, 0.6}: 0.9 beats all 3; 0.5 beats 0.2 only -> 4/6
+    assert metrics.novel_auc(true, p_novel) == pytest.approx(4 / 6)
+    with pytest.raises(ValueError, match="both labelled and unlabelled"):
+        metrics.novel_auc([np.array([0, 1])], [np.array([0.1, 0.2])])
+    with pytest.raises(ValueError, match="give one each"):
+        metrics.novel_auc(true, [np.array([0.1])])

@@ -96,16 +96,18 @@ def report(model, data: MIMLData) -> dict[str, float]:
 
 
 def novel_scores(instance_labels: Sequence[Any], proba: Sequence[Any]) -> dict[str, float]:
-    """A novel-class model's scores: accuracy over the named classes alone, and the ROC AUC of
-    p(novel) (the last column) for unlabelled (-1) against labelled instances, when both occur."""
-    import numpy as np
-    from sklearn.metrics import roc_auc_score
+    """A novel-class model's scores: accuracy over the named classes alone (its last column, p(novel),
+    left out of the argmax), and ``metrics.novel_auc`` when labelled and unlabelled instances both occur."""
+    from ..evaluation import metrics
 
-    y, p = np.concatenate(instance_labels), np.concatenate(proba)
-    labelled = y >= 0
-    out = {"instance_accuracy_named_classes": float(np.mean(p[labelled, :-1].argmax(1) == y[labelled]))}
-    if 0 < labelled.sum() < y.size:
-        out["auc_novel_unlabelled"] = float(roc_auc_score(~labelled, p[:, -1]))
+    out = {
+        "instance_accuracy_named_classes": metrics.instance_accuracy(
+            instance_labels, [p[:, :-1].argmax(axis=1) for p in proba]
+        )
+    }
+    labelled = [int((y >= 0).sum()) for y in instance_labels]
+    if 0 < sum(labelled) < sum(len(y) for y in instance_labels):
+        out["auc_novel_unlabelled"] = metrics.novel_auc(instance_labels, [p[:, -1] for p in proba])
     return out
 
 

@@ -108,6 +108,28 @@ def macro_f1(true_labels: Sequence[np.ndarray], predicted: Sequence[np.ndarray])
     return float(skm.f1_score(t, p, average="macro", zero_division=0))
 
 
+def novel_auc(true_labels: Sequence[np.ndarray], p_novel: Sequence[np.ndarray]) -> float:
+    """ROC AUC of p(novel) for the unlabelled instances (true label -1) against the labelled ones.
+
+    The detection score of a novel-class model (``ORLR(novel_class=True)``: its last
+    ``predict_proba`` column), as Pham et al. (ICML 2015) report it.
+
+    Args:
+        true_labels: B int arrays (n_b,); -1 marks an unlabelled instance.
+        p_novel: B float arrays (n_b,) of each instance's p(novel).
+
+    Raises:
+        ValueError: when every instance is labelled, or none is (no AUC exists).
+    """
+    unlabelled = np.concatenate([np.ravel(t) for t in true_labels]) == UNLABELLED
+    scores = np.concatenate([np.ravel(p) for p in p_novel])
+    if unlabelled.shape != scores.shape:
+        raise ValueError(f"got {scores.size} p(novel) values for {unlabelled.size} instances: give one each")
+    if unlabelled.all() or not unlabelled.any():
+        raise ValueError("the AUC of p(novel) needs both labelled and unlabelled (-1) instances")
+    return float(skm.roc_auc_score(unlabelled, scores))
+
+
 def hamming_loss(label_sets, predicted_sets) -> float:
     """Mean over bags of ``|predicted symmetric-difference true| / C``."""
     pred = np.asarray(predicted_sets)

@@ -66,7 +66,8 @@ def write_miml_arff(
     lines.append("@data")
     for bag_id, x, labels in zip(ids, data.bags, data.label_sets):
         bag = "\\n".join(",".join(repr(float(v)) for v in row) for row in np.asarray(x))
-        flags = ",".join("1" if c in set(labels) else "0" for c in range(data.n_classes))
+        present = set(labels)
+        flags = ",".join("1" if c in present else "0" for c in range(data.n_classes))
         lines.append(f"{bag_id},'{bag}',{flags}")
     arff_path.write_text("\n".join(lines) + "\n")
     names = "".join(f"<label name={quoteattr(c)}/>" for c in data.class_names)
