@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from orlr_ppl.cli import build_parser, main
+from orlr_ppl.cli.commands import fittable
 from orlr_ppl.cli.compare import compared_models
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.data.io import read_bag_npz
@@ -392,15 +393,16 @@ def test_fit_with_leak_and_novel_class(tmp_path, capsys):
     assert main(base + ["--leak", "learn", "--out", str(tmp_path / "leak")]) == 2  # empty sets remain
     assert "empty label set" in capsys.readouterr().err
     # --drop-impossible under the relaxed model leaves out only the bags it cannot explain.
-    assert main(base + ["--leak", "learn", "--drop-impossible", "--out", str(tmp_path / "leak")]) == 0
-    out, err = capsys.readouterr()
-    n_empty = sum(len(s) == 0 for s in data.label_sets)
-    assert f"left out {n_empty} bag(s)" in err and f"on {data.n_bags - n_empty} bags" in out
-    assert 0 < json.loads((tmp_path / "leak" / "metadata.json").read_text())["fitted"]["leak_"] < 1
+    args = build_parser().parse_args(base[:3] + ["--leak", "learn", "--drop-impossible"])
+    clean, dropped = fittable(data, args)
+    empty = [str(b) for b, s in zip(data.bag_ids, data.label_sets) if len(s) == 0]
+    assert dropped == empty and clean.n_bags == data.n_bags - len(empty)
+    assert f"left out {len(empty)} bag(s)" in capsys.readouterr().err
 
     model = tmp_path / "both"
-    assert main(base + ["--novel-class", "--leak", "0.05", "--out", str(model)]) == 0
+    assert main(base + ["--novel-class", "--leak", "learn", "--out", str(model)]) == 0
     assert f"on {data.n_bags} bags" in capsys.readouterr().out
+    assert 0 < json.loads((model / "metadata.json").read_text())["fitted"]["leak_"] < 1
     assert main(["predict", "--model", str(model), "--data", str(tmp_path / "d.npz")]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert rows[0].endswith(",p(8),p(novel)") and len(rows) == data.n_instances + 1
