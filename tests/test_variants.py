@@ -67,7 +67,7 @@ def _dp(logits, labels, novel, eps, known, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(case=cases())
 def test_relaxed_unions_match_brute_force(dtype, case):
     logits, labels, novel, eps, known = case
@@ -147,7 +147,7 @@ def _full_leak(log_leak, novel):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(case=cases())
 def test_relaxed_gradients_match_brute_force(dtype, case):
     """d log p / d logits and d log p / d log eps through the DP's custom VJP, against autodiff of
