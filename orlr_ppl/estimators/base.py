@@ -119,6 +119,7 @@ class _BagClassifier(BaseEstimator):
     """
 
     _saved_arrays: ClassVar[dict[str, tuple[str, ...]]] = {}
+    _optional_arrays: ClassVar[tuple[str, ...]] = ()  # of ``_saved_arrays``: older folders may lack them
     _calibrated: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -368,7 +369,7 @@ class _BagClassifier(BaseEstimator):
         target = _saved_class(cls, meta["estimator"], meta_file)
         model = target(**persistence.saved_params(meta, target._get_param_names(), meta_file))
         model.n_classes_, model.n_features_in_ = meta["n_classes"], meta["n_features"]
-        optional = [k for k in SCALING_ARRAYS if k in model._saved_arrays]
+        optional = [k for k in (*SCALING_ARRAYS, *model._optional_arrays) if k in model._saved_arrays]
         required = [k for k in model._saved_arrays if k not in optional]
         values = persistence.read_arrays(param_file, required, optional)
         persistence.check_finite(values, str(param_file), persistence.FIX)
@@ -398,11 +399,18 @@ class _BagClassifier(BaseEstimator):
         d = self.n_features_in_
         return {"feature_mean_": np.zeros(d), "feature_scale_": np.ones(d)}
 
-    def _check_loaded(self, param_file: Path) -> None:
-        """Raise if a loaded array's shape disagrees with ``metadata.json`` (see ``_saved_arrays``)."""
+    def _array_dims(self) -> dict[str, int]:
+        """The sizes the symbols of ``_saved_arrays`` stand for in this fitted model."""
         dims = {"d": self.n_features_in_, "C": self.n_classes_}
         dims["K"] = self.n_classes_ + int(bool(getattr(self, "novel_class", False)))  # outputs
+        return dims
+
+    def _check_loaded(self, param_file: Path) -> None:
+        """Raise if a loaded array's shape disagrees with ``metadata.json`` (see ``_saved_arrays``)."""
+        dims = self._array_dims()
         for name, symbols in self._saved_arrays.items():
+            if name in self._optional_arrays and not hasattr(self, name):
+                continue
             want = tuple(dims[s] for s in symbols)
             if np.shape(getattr(self, name)) != want:
                 raise ValueError(

@@ -8,20 +8,16 @@ draws when the fit has them.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from scipy.special import softmax
 from sklearn.utils.validation import check_is_fitted
 
 from ..dp.packing import Layout
-from ..dp.ragged import linear_posteriors
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..model.numpyro_model import ModelData, make_model_data
-from .base import SCALING_ARRAYS, Bags, _BagClassifier, split_by_bag
+from .base import Bags, _BagClassifier
 from .inputs import to_feature_units
 from .orlr_fit import (
     DEFAULT_MAX_ITER,
@@ -30,13 +26,14 @@ from .orlr_fit import (
     fit_point,
     fit_posterior,
     layout_of,
-    pack_draw_inputs,
     pruned,
     thin_draws,
 )
 from .orlr_persistence import _ORLRPersistence
+from .orlr_predict import _ORLRPredictions
 from .posterior_predictive import _PosteriorPredictive
-from .relaxed import NOVEL_CLASS_NAME, check_leak, relaxed_draw_posteriors
+from .relaxed import NOVEL_CLASS_NAME, check_leak
+from .row_features import _RowFeatures
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
     import arviz as az
@@ -44,7 +41,7 @@ if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a repo
     from ..inference.diagnostics import Diagnostics, PointDiagnostics
 
 
-class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
+class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictive, _BagClassifier):
     """The ORed-logistic instance annotator, fitted from bag label sets.
 
     Args:
@@ -52,8 +49,15 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
             log posterior): point estimates sharing one objective, so they
             agree at convergence; "nuts" or "svi": the full posterior
             (``posterior_``), and predictions averaged over its draws.
-        prior_scale: sd of the Normal prior on the weights (l2 strength
-            ``1 / (2 prior_scale**2)``); None is plain maximum likelihood.
+        prior: the prior family of the weights' rows: "normal" (an l2
+            penalty) or "l21" (a group Laplace per row: an l2,1 penalty,
+            fitted by proximal gradient, which zeroes whole rows: features,
+            or a kernel model's dictionary elements; ``row_inclusion``).
+        prior_scale: the prior's scale: the Normal's sd (l2 strength
+            ``1 / (2 prior_scale**2)``) or the group Laplace's (l2,1
+            strength ``1 / prior_scale``); "auto": chosen by bag-level
+            cross-validation inside ``fit`` (``cv_results_``); None is plain
+            maximum likelihood. ``prior_scale_`` is the scale used.
         intercept_scale: sd of the prior on the intercepts; None is flat.
         fit_intercept: learn per-class intercepts.
         n_classes: number of classes; default: largest label + 1.
@@ -117,6 +121,17 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
             fewer instances than labels become possible. None: no leak; a
             float: that eps; "learn": eps is fitted (EM in closed form, MAP
             with the weights, NUTS/SVI under a Beta(1, 10) prior), ``leak_``.
+        kernel: None (linear features) or "rbf": kernel ORLR, each instance
+            replaced by its RBF similarities to a dictionary of training
+            instances (``data.kernel``); ``coef_`` has a row per element.
+        gamma: the RBF width, or "auto": chosen with ``prior_scale`` by
+            bag-level cross-validation around the median heuristic
+            (``model_selection``); ``kernel_gamma_`` is the width used.
+        dictionary_size: kernel: keep this many training instances, drawn at
+            random (the paper's dictionary shrinking); None: all of them.
+        nystroem: kernel: Nystroem features (``k(x, D) K_DD^(-1/2)``), for
+            large data, instead of the plain kernel columns.
+        cv_folds: bag-level folds of the "auto" selection.
 
     Labels. ``label_sets`` are one list per bag of class indices or of class
     names (then ``class_names_`` is the sorted names, and predictions are
@@ -144,8 +159,6 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
     check, or EM/MAP stop before meeting ``tol``; ``diagnostics()`` returns
     the full report.
     """
-
-    _saved_arrays = {"coef_": ("d", "K"), "intercept_": ("K",), **SCALING_ARRAYS}  # K: C (+ novel)
 
     def __init__(
         self,
@@ -176,6 +189,12 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
         canonical_shapes: bool | Layout | None = None,
         novel_class: bool = False,
         leak: float | str | None = None,
+        prior: str = "normal",
+        kernel: str | None = None,
+        gamma: float | str = "auto",
+        dictionary_size: int | None = None,
+        nystroem: bool = False,
+        cv_folds: int = 3,
     ) -> None:
         self.method = method
         self.prior_scale = prior_scale
@@ -204,6 +223,12 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
         self.canonical_shapes = canonical_shapes
         self.novel_class = novel_class
         self.leak = leak
+        self.prior = prior
+        self.kernel = kernel
+        self.gamma = gamma
+        self.dictionary_size = dictionary_size
+        self.nystroem = nystroem
+        self.cv_folds = cv_folds
 
     # -- fitting -----------------------------------------------------------------
 
@@ -235,7 +260,9 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         if instance_labels is not None and self.prune > 0:
             raise ValueError("prune leaves bags out: give instance_labels with prune=0")
+        n_features = feats[0].shape[1]
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
+        feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; "auto" chosen
         canonical, layout = self.canonical_shapes, layout_of(self.canonical_shapes)
         canonical = self.method in ("em", "map") if canonical is None else bool(canonical)
         data = make_model_data(
@@ -248,13 +275,15 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
             instance_labels=instance_labels,
             novel_class=bool(self.novel_class),
             leak=self.leak,
+            weight_prior=self.prior,
         )
         self.canonical_shapes_ = canonical
         if self.method in ("nuts", "svi"):
             self._fit_posterior(data)
         else:
             self._fit_point(data)
-        self.n_classes_, self.n_features_in_ = n_classes, data.n_features
+        self.n_classes_, self.n_features_in_ = n_classes, n_features
+        self._drop_zero_rows()
         # The warnings are issued here, with stacklevel 2, so that they point at the caller of fit.
         if hasattr(self, "posterior_"):
             from ..inference.diagnostics import warn_if_unconverged
@@ -271,7 +300,7 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
         res = fit_point(
             data,
             self.method,
-            self.prior_scale,
+            self.prior_scale_,
             self.intercept_scale,
             self.fit_intercept,
             max_iter=self._max_iter(),
@@ -291,6 +320,7 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
         from ..inference.inference_data import with_names
 
         settings = SamplerSettings(**{k: getattr(self, k) for k in SamplerSettings._fields})
+        settings = settings._replace(prior_scale=self.prior_scale_)
         res = fit_posterior(data, self.method, settings)
         if res.losses is not None:
             self.losses_ = res.losses
@@ -354,67 +384,6 @@ class ORLR(_ORLRPersistence, _PosteriorPredictive, _BagClassifier):
         posterior means ``coef_``/``intercept_``.
         """
         check_is_fitted(self, "n_classes_")
+        if self.kernel is not None:
+            raise ValueError("kernel ORLR's weights act on kernel features: they have no feature units")
         return to_feature_units(self.coef_, self.intercept_, self.feature_mean_, self.feature_scale_)
-
-    # -- prediction hooks (see _BagClassifier) -----------------------------------
-
-    def _draws(self) -> tuple[np.ndarray, np.ndarray]:
-        """(S, d, C), (S, C): posterior draws, or the point estimate as S = 1."""
-        if hasattr(self, "coef_draws_"):
-            return self.coef_draws_, self.intercept_draws_
-        return self.coef_[None], self.intercept_[None]
-
-    def _leak_draws(self, n_draws: int) -> np.ndarray | None:
-        """(S,) the leak at each draw: the posterior's draws, or the fitted or fixed value; None without."""
-        if getattr(self, "leak_draws_", None) is not None:
-            return np.asarray(self.leak_draws_)
-        leak = getattr(self, "leak_", self.leak)
-        return None if leak is None else np.full(n_draws, float(leak))
-
-    def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
-        return [x @ self.coef_ + self.intercept_ for x in feats]
-
-    def _draw_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
-        """B arrays (S, n_b, C) of ``p(y | x, theta_s)`` per posterior draw."""
-        w, b = self._draws()
-        return [softmax(np.einsum("nd,sdc->snc", x, w) + b[:, None, :], axis=-1) for x in feats]
-
-    def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
-        """``E_theta p(y = c | x, theta)``: the mean over the draws (the point estimate for EM/MAP)."""
-        return [p.mean(axis=0) for p in self._draw_proba(feats)]
-
-    def _transductive_proba(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> list[np.ndarray]:
-        """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over draws (NUTS/SVI)."""
-        if not hasattr(self, "coef_draws_") and not self._relaxed():
-            return super()._transductive_proba(feats, sets)
-        total = np.asarray(sum(self._draw_posteriors(feats, sets)))
-        return split_by_bag(total / len(self._draws()[0]), feats)
-
-    def _relaxed(self) -> bool:
-        """A novel class or a leak: transductive posteriors need the model's E-step (``relaxed``)."""
-        return bool(self.novel_class) or self.leak is not None
-
-    def _draw_posteriors(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[jax.Array]:
-        """Per draw (or the point estimate), the (n, C) DP posteriors ``p(y | Y_b, X_b, theta_s)``.
-
-        All bags' instances concatenated in order; zero outside each bag's set.
-        """
-        if self._relaxed():
-            w, b = self._draws()
-            yield from relaxed_draw_posteriors(
-                feats,
-                sets,
-                w,
-                b,
-                self._leak_draws(len(w)),
-                self.n_classes_,
-                self.novel_class,
-                self.max_labels,
-            )
-            return
-        flat, packed = pack_draw_inputs(feats, sets, self.canonical_shapes)
-        rows = sum(len(x) for x in feats)
-        for w, b in zip(*self._draws()):  # dispatched ahead: no host round trip per draw
-            yield linear_posteriors(flat, jnp.asarray(w, flat.dtype), jnp.asarray(b, flat.dtype), packed)[
-                :rows
-            ]

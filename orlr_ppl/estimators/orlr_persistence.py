@@ -16,6 +16,11 @@ class _ORLRPersistence:
         pruned = {"pruned_bags_": [int(b) for b in getattr(self, "pruned_bags_", [])]}
         if getattr(self, "leak_", None) is not None:
             pruned["leak_"] = float(self.leak_)
+        for name in ("prior_scale_", "kernel_gamma_"):  # the values used, "auto" resolved
+            if getattr(self, name, None) is not None:
+                pruned[name] = float(getattr(self, name))
+        if getattr(self, "n_pruned_rows_", 0):
+            pruned["n_pruned_rows_"] = int(self.n_pruned_rows_)
         if hasattr(self, "posterior_"):
             return pruned
         return {

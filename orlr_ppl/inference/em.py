@@ -68,6 +68,9 @@ from ..model.numpyro_model import (
     start_params,
     sum_to_zero_basis,
 )
+from ..model.priors import group_laplace_log_prob, l21_log_prior
+from ..model.sharding import is_sharded
+from .prox import lipschitz_bound, proximal_steps
 from .stochastic_em import draw_bags, sample_sizes, weighted
 
 Array = jax.Array
@@ -135,12 +138,17 @@ class _State(NamedTuple):
     key: Array  # stochastic EM's draws of bags
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _start(params: Params, max_iter: int, key: Array) -> _State:
-    """The state before the first E-step; one small program, not one per array built eagerly."""
-    history = jnp.full((max_iter + 1,), jnp.nan, jax.tree.leaves(params)[0].dtype)
+@functools.partial(jax.jit, static_argnums=(1, 3))
+def _start(params: Params, max_iter: int, key: Array, proximal: bool = False) -> _State:
+    """The state before the first E-step; one small program, not one per array built eagerly.
+
+    ``proximal``: the M-step is ``prox.proximal_steps``, whose state is its last step size.
+    """
+    dtype = jax.tree.leaves(params)[0].dtype
+    history = jnp.full((max_iter + 1,), jnp.nan, dtype)
     no = jnp.asarray(False)
-    return _State(params, _ascent().init(_weights(params)), history, jnp.asarray(0), no, no, no, key)
+    opt_state = jnp.asarray(1.0, dtype) if proximal else _ascent().init(_weights(params))
+    return _State(params, opt_state, history, jnp.asarray(0), no, no, no, key)
 
 
 def _weights(params: Params) -> Params:
@@ -176,8 +184,15 @@ def _m_step(
     shape: ModelShape,
     fit_intercept: bool,
     rows: FlatRows | None = None,
+    l21: Array | None = None,
+    min_step: Array | float = 0.0,
 ) -> tuple[Params, optax.OptState]:
     """``m_steps`` line-searched gradient steps on ``Q``; the start back if ``Q`` did not rise.
+
+    With ``l21`` (the group Laplace prior's scale; ``scales`` then leave ``W_raw``
+    flat), ``m_steps`` proximal gradient steps on ``-Q + sum_j ||W_raw[j]|| / l21``
+    (``prox.proximal_steps``, steps of at least ``min_step``), which never raise it;
+    ``opt_state`` is then their step size.
 
     A line search that finds no step with sufficient rise (in float32 that
     happens near the M-step's maximum, where the rise is below round-off) ends
@@ -198,6 +213,9 @@ def _m_step(
         def loss(p: Params) -> Array:
             return -expected_log_joint_flat({**p, **fixed}, resp, rows, arrays, scales, shape, fit_intercept)
 
+    if l21 is not None:
+        new, step = proximal_steps(loss, params, 1.0 / l21, m_steps, opt_state, min_step)
+        return {**new, **fixed}, step
     opt = _ascent()
     failed_before = optax.tree_utils.tree_get(opt_state, "decrease_error") > 0
     step = optax.tree_utils.tree_get(opt_state, "learning_rate")
@@ -248,6 +266,8 @@ def _em(
     fallback: bool,
     sizes: tuple[int, ...] | None = None,
     rows: FlatRows | None = None,
+    l21: Array | None = None,
+    min_step: Array | None = None,
 ) -> _State:
     """The whole EM from ``start``: a ``while_loop`` of E-step, stopping test, then M-step.
 
@@ -264,22 +284,31 @@ def _em(
 
     With ``sizes`` (``sample_sizes``), stochastic EM: each pass draws that
     many bags per bucket, and the loop stops only at ``max_iter``.
+
+    With ``l21`` (a scale; ``scales`` leave ``W_raw`` flat) the group Laplace
+    prior of that scale is added to the log joint and the M-step is proximal,
+    with steps of at least ``min_step`` (``prox.lipschitz_bound``).
     """
     max_iter = start.history.shape[0] - 1
+
+    def _e_step(params: Params, batch: ModelArrays) -> EStep:
+        e = e_step(params, batch, scales, shape, fit_intercept, fallback)
+        prior = 0.0 if l21 is None else group_laplace_log_prob(params["W_raw"], l21)
+        return e._replace(log_joint=e.log_joint + prior)
 
     def _pass(s: _State) -> _State:
         key = s.key
         weights = None
         if sizes is None:
             batch = arrays
-            e = e_step(s.params, batch, scales, shape, fit_intercept, fallback)
+            e = _e_step(s.params, batch)
             old = s.history[jnp.maximum(s.n_iter - 1, 0)]
             change = jnp.abs(e.log_joint - old)
             converged = (s.n_iter > 0) & (change <= tol * jnp.maximum(jnp.abs(old), 1.0))
         else:
             key, draw = random.split(s.key)
             batch, weights = draw_bags(draw, arrays, sizes)
-            _, e = weighted(e_step(s.params, batch, scales, shape, fit_intercept, fallback), weights)
+            _, e = weighted(_e_step(s.params, batch), weights)
 
             converged = jnp.asarray(False)  # estimates are noisy: a fixed budget, no stopping test
         done = converged | (s.n_iter >= max_iter)
@@ -287,7 +316,7 @@ def _em(
 
         def _update() -> tuple[Params, optax.OptState]:
             params, opt_state = _m_step(
-                s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept, rows
+                s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept, rows, l21, min_step
             )
             if shape.leak == "learn":
                 params = _leak_update(params, e, batch, weights, shape)
@@ -305,15 +334,6 @@ def _em(
 
 _potential = jax.jit(potential, static_argnums=(3, 4))
 """``-log p(theta, Y | X)`` alone: stochastic EM's one exact evaluation, without a gradient."""
-
-
-def _sharded(arrays: ModelArrays) -> bool:
-    """Whether any array lies over several devices (``model.shard_model_data``)."""
-    return any(
-        len(getattr(a, "sharding", None).device_set) > 1
-        for a in jax.tree.leaves(arrays)
-        if isinstance(a, jax.Array)
-    )
 
 
 def fit_em(
@@ -345,6 +365,9 @@ def fit_em(
         bag_fraction: in (0, 1]; below 1, stochastic EM on this fraction of
             each bucket's bags per iteration (see the module docstring),
             drawn from ``seed``.
+
+    Under the l2,1 prior (``data.weight_prior == "l21"``), ``prior_scale`` is the group
+    Laplace's scale and each M-step takes ``m_steps`` proximal steps (``prox``).
     """
     if int(m_steps) < 1 or int(max_iter) < 0:
         raise ValueError(f"need m_steps >= 1 and max_iter >= 0, got m_steps={m_steps}, max_iter={max_iter}")
@@ -358,9 +381,10 @@ def fit_em(
     for name, value in (init or {}).items():
         if name in params:
             params[name] = np.asarray(value, dtype)
+    l21 = np.asarray(prior_scale, dtype) if data.weight_prior == "l21" and prior_scale is not None else None
     args = (
         jax.device_put(arrays),
-        prior_scales(prior_scale, intercept_scale, dtype),
+        prior_scales(None if l21 is not None else prior_scale, intercept_scale, dtype),
         np.asarray(tol, dtype),
         np.asarray(m_steps, np.int32),
         shape,
@@ -369,10 +393,22 @@ def fit_em(
     sizes = sample_sizes(arrays, float(bag_fraction))
     # Plain EM's M-steps run on the real instances alone. Stochastic EM's run on the buckets it
     # draws, and sharded data's on the buckets too, which stay split over the devices.
-    flat = sizes is None and not _sharded(arrays)
+    flat = sizes is None and not is_sharded(arrays)
     rows = jax.device_put(flat_rows(arrays, data.max_instances)) if flat else None
     key = random.PRNGKey(int(seed))
-    state = _em(_start(params, int(max_iter), key), *args, fallback=False, sizes=sizes, rows=rows)
+    min_step = None  # steps of at least 1 / L (prox.backtracked_step)
+    if l21 is not None:
+        bound = lipschitz_bound(arrays, intercept_scale if fit_intercept else None, 1.0 / float(bag_fraction))
+        min_step = np.asarray(1.0 / bound, dtype)
+    state = _em(
+        _start(params, int(max_iter), key, l21 is not None),
+        *args,
+        fallback=False,
+        sizes=sizes,
+        rows=rows,
+        l21=l21,
+        min_step=min_step,
+    )
     if bool(state.unresolved):  # near underflow: go on, from the same state, in exact arithmetic
         state = _em(
             state._replace(done=jnp.asarray(False), unresolved=jnp.asarray(False)),
@@ -380,12 +416,16 @@ def fit_em(
             fallback=True,
             sizes=sizes,
             rows=rows,
+            l21=l21,
+            min_step=min_step,
         )
     n_iter = int(state.n_iter)
     history = np.asarray(state.history, np.float64)[: n_iter + 1]
     log_posterior = float(history[-1])
     if sizes is not None:  # the history holds estimates: evaluate the fit on every bag once
         log_posterior = -float(_potential(state.params, *args[:2], shape, fit_intercept))
+        if l21 is not None:
+            log_posterior += l21_log_prior(np.asarray(state.params["W_raw"]), float(prior_scale))
     basis = sum_to_zero_basis(c)
     beta_raw = np.asarray(state.params["beta_raw"]) if fit_intercept else np.zeros(c - 1)
     return EMResult(

@@ -22,6 +22,7 @@ from ..dp.validation import (
     check_known_labels,
     check_label_sets,
 )
+from .priors import WEIGHT_PRIORS
 
 Array = jax.Array
 
@@ -73,6 +74,7 @@ class ModelData(NamedTuple):
     novel_class: bool = False
     leak: float | str | None = None
     leak_prior: tuple[float, float] = LEAK_PRIOR
+    weight_prior: str = "normal"  # the prior family of the weights' rows (``priors.WEIGHT_PRIORS``)
 
     @property
     def n_outputs(self) -> int:
@@ -116,6 +118,7 @@ class ModelShape(NamedTuple):
     novel_class: bool = False
     leak: float | str | None = None
     leak_prior: tuple[float, float] = LEAK_PRIOR
+    weight_prior: str = "normal"
 
 
 ModelArrays = tuple[tuple[Array, Array, Array | None, Array | None], ...]
@@ -138,6 +141,7 @@ def split_model_data(data: ModelData) -> tuple[ModelArrays, ModelShape]:
         data.novel_class,
         data.leak,
         tuple(data.leak_prior),
+        data.weight_prior,
     )
     return arrays, shape
 
@@ -154,6 +158,7 @@ def join_model_data(arrays: ModelArrays, shape: ModelShape) -> ModelData:
         novel_class=shape.novel_class,
         leak=shape.leak,
         leak_prior=shape.leak_prior,
+        weight_prior=shape.weight_prior,
     )
 
 
@@ -169,6 +174,7 @@ def make_model_data(
     novel_class: bool = False,
     leak: float | str | None = None,
     leak_prior: tuple[float, float] = LEAK_PRIOR,
+    weight_prior: str = "normal",
 ) -> ModelData:
     """Validate and pack bags for ``orlr_model``.
 
@@ -192,7 +198,10 @@ def make_model_data(
         novel_class, leak, leak_prior: the model's relaxation of the union
             (``ModelData``). A leak allows bags with more labels than
             instances, a novel class bags with no label.
+        weight_prior: the prior family of the weights' rows (``priors.WEIGHT_PRIORS``).
     """
+    if weight_prior not in WEIGHT_PRIORS:
+        raise ValueError(f"weight_prior={weight_prior!r}: choose one of {WEIGHT_PRIORS}")
     feats = check_features(bags)
     n_inst = [x.shape[0] for x in feats]
     sets = None
@@ -208,7 +217,9 @@ def make_model_data(
     data = _model_data(
         packed, np.concatenate(feats).astype(dtype), sets is not None, n_classes, max_labels, known
     )
-    data = data._replace(novel_class=bool(novel_class), leak=leak, leak_prior=tuple(leak_prior))
+    data = data._replace(
+        novel_class=bool(novel_class), leak=leak, leak_prior=tuple(leak_prior), weight_prior=weight_prior
+    )
     return data if layout is None else data._replace(max_instances=int(layout.max_instances))
 
 

@@ -46,6 +46,7 @@ from .model_data import (  # noqa: F401
     split_model_data,
     start_params,
 )
+from .priors import weight_prior
 
 Array = jax.Array
 
@@ -69,12 +70,14 @@ def class_weights(
     prior_scale: float | None,
     intercept_scale: float | None,
     fit_intercept: bool = True,
+    family: str = "normal",
 ) -> tuple[Array, Array]:
     """Sample the sum-to-zero weights; returns ``W`` (d, C) and ``beta`` (C,).
 
     Sites: ``W_raw`` (d, C-1), ``beta_raw`` (C-1,; only with ``fit_intercept``)
     and the deterministic ``W``, ``beta``. A ``None`` scale is an improper
-    flat prior. Without ``fit_intercept``, ``beta`` is zero.
+    flat prior. Without ``fit_intercept``, ``beta`` is zero. ``family``: the
+    prior of ``W_raw``'s rows (``priors.weight_prior``); intercepts are Normal.
     """
     basis = jnp.asarray(sum_to_zero_basis(n_classes))
 
@@ -85,7 +88,7 @@ def class_weights(
             prior = dist.Normal(0.0, scale).expand(shape).to_event(len(shape))
         return numpyro.sample(name, prior)
 
-    w_raw = _raw("W_raw", (n_features, n_classes - 1), prior_scale)
+    w_raw = numpyro.sample("W_raw", weight_prior(family, (n_features, n_classes - 1), prior_scale))
     if fit_intercept:
         b_raw = _raw("beta_raw", (n_classes - 1,), intercept_scale)
     else:
@@ -108,9 +111,10 @@ def orlr_model(
 
     Args:
         data: from ``make_model_data``.
-        prior_scale: sd of the Normal prior on the weights (``1/sqrt(2 lam)``
-            for an l2 strength ``lam``); None for a flat prior (maximum
-            likelihood).
+        prior_scale: scale of the weights' prior (``data.weight_prior``): the
+            Normal's sd (``1/sqrt(2 lam)`` for an l2 strength ``lam``), or the
+            group Laplace's scale (``1/lam`` for an l2,1 strength ``lam``);
+            None for a flat prior (maximum likelihood).
         intercept_scale: sd of the Normal prior on the intercepts; None flat.
         subsample_size: bags per minibatch (SVI). Each label-set bucket has its
             own plate ``bags_k`` and draws its share ``~ B_k / B`` of the
@@ -130,7 +134,9 @@ def orlr_model(
     works on one unconstrained space; its prior is the Beta(``leak_prior``)
     density carried through the logit) and ``leak`` (deterministic).
     """
-    w, beta = class_weights(data.n_features, data.n_outputs, prior_scale, intercept_scale, fit_intercept)
+    w, beta = class_weights(
+        data.n_features, data.n_outputs, prior_scale, intercept_scale, fit_intercept, data.weight_prior
+    )
     eps = leak_probability(data)
     if likelihood_scale is not None:
         with handlers.scale(scale=likelihood_scale):

@@ -122,3 +122,12 @@ def shard_model_data(data: ModelData, mesh: Mesh | None = None, axis: str = DEFA
         x, m, y = (place(a) for a in padded)
         buckets.append(ModelBucket(x, m, y, bucket.bag_ids, bucket.max_labels, place(known)))
     return data._replace(buckets=tuple(buckets))
+
+
+def is_sharded(arrays: tuple) -> bool:
+    """Whether any array of ``arrays`` (a pytree) lies over several devices (``shard_model_data``)."""
+    return any(
+        len(getattr(a, "sharding", None).device_set) > 1
+        for a in jax.tree.leaves(arrays)
+        if isinstance(a, jax.Array)
+    )

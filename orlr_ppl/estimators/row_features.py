@@ -1,0 +1,191 @@
+"""ORLR's feature rows: linear features or RBF kernel features, row inclusion and pruning.
+
+Each row of ``coef_`` belongs to one feature the model sees: an input feature
+(linear ORLR) or a dictionary element (kernel ORLR, ``data.kernel``). The
+l2,1 prior (``prior="l21"``) zeroes whole rows; ``row_inclusion`` says which
+rows matter, for point fits and posteriors alike, and ``prune_rows`` drops the
+others from a kernel model's dictionary so that predictions evaluate fewer
+kernels.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from ..data.kernel import KernelMap, fit_kernel_map, median_gamma
+from ..model.priors import WEIGHT_PRIORS
+from .base import SCALING_ARRAYS
+from .model_selection import GAMMA_FACTORS, PRIOR_SCALES, select_by_bag_cv
+
+INCLUSION_EFFECT = 0.1
+"""A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
+moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.1`` (a tenth of a nat)."""
+
+
+class _RowFeatures:
+    """Mixin of ``ORLR``: the feature map before the linear model, and what its rows are worth."""
+
+    kernel: str | None
+    nystroem: bool
+    _optional_arrays = ("row_scale_",)  # folders saved before row_scale_ existed lack it
+
+    @property
+    def _saved_arrays(self) -> dict[str, tuple[str, ...]]:  # type: ignore[override]
+        arrays = {"coef_": ("R", "K"), "intercept_": ("K",), **SCALING_ARRAYS, "row_scale_": ("R",)}
+        if self.kernel is not None:
+            arrays["kernel_dictionary_"] = ("m", "d")
+            if self.nystroem:
+                arrays["kernel_projection_"] = ("m", "R")
+        return arrays
+
+    def _array_dims(self) -> dict[str, int]:
+        dims = super()._array_dims()  # type: ignore[misc]
+        dims["R"] = dims["d"]
+        if self.kernel is not None:
+            dims["m"] = int(np.shape(self.kernel_dictionary_)[0])
+            proj = getattr(self, "kernel_projection_", None)
+            dims["R"] = dims["m"] if proj is None or not self.nystroem else int(np.shape(proj)[1])
+        return dims
+
+    def _check_row_params(self) -> None:
+        if self.prior not in WEIGHT_PRIORS:
+            raise ValueError(f"prior={self.prior!r}: choose one of {WEIGHT_PRIORS}")
+        auto = [k for k in ("prior_scale", "gamma") if getattr(self, k) == "auto"]
+        if self.kernel is None:
+            auto = [k for k in auto if k != "gamma"]
+        elif not (self.gamma == "auto" or (np.isscalar(self.gamma) and float(self.gamma) > 0)):
+            raise ValueError(f"gamma={self.gamma!r}: give a positive RBF width, or 'auto' (bag-level CV)")
+        if auto and (self.novel_class or self.leak is not None):
+            raise ValueError(
+                f"{'/'.join(auto)}='auto' chooses by the union model's held-out bag likelihood: "
+                "give explicit values with novel_class or leak"
+            )
+        if self.prior_scale is not None and self.prior_scale != "auto" and not float(self.prior_scale) > 0:
+            raise ValueError(
+                f"prior_scale={self.prior_scale!r}: give a positive scale, 'auto', or None (a flat prior)"
+            )
+
+    def _fit_rows(self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int) -> list[np.ndarray]:
+        """Resolve ``"auto"`` hyperparameters by bag-level CV, build the kernel map; the features to fit.
+
+        Sets ``prior_scale_``, for a kernel ``kernel_gamma_`` and the map, and
+        ``row_scale_`` (the fitted features' training sd), and ``cv_results_``
+        when something was chosen.
+        """
+        self._check_row_params()
+        grid_gamma = [self.gamma]
+        if self.kernel is not None and self.gamma == "auto":
+            seed = 0 if self.random_state is None else int(self.random_state)
+            base = median_gamma(np.concatenate(feats), seed)
+            grid_gamma = [base * f for f in GAMMA_FACTORS]
+        grid_scale = list(PRIOR_SCALES) if self.prior_scale == "auto" else [self.prior_scale]
+        gamma, scale = grid_gamma[0], grid_scale[0]
+        if len(grid_gamma) * len(grid_scale) > 1:
+            grid = [{"gamma": g, "prior_scale": sc} for g in grid_gamma for sc in grid_scale]
+            seed = 0 if self.random_state is None else int(self.random_state)
+            chosen = select_by_bag_cv(self, feats, label_sets, n_classes, grid, self.cv_folds, seed)
+            gamma, scale = chosen.best["gamma"], chosen.best["prior_scale"]
+            self.cv_results_ = chosen.table
+        self.prior_scale_ = scale
+        if self.kernel is not None:
+            feats = self._build_kernel_map(feats, float(gamma))
+        self.row_scale_ = np.concatenate(feats).std(axis=0).astype(np.float64)
+        return feats
+
+    def _fit_silently(self, feats: list[np.ndarray], label_sets: list[Any]) -> Any:
+        """``fit`` without its convergence warning (a CV candidate's budget is the outer fit's)."""
+        from ..inference.diagnostics import ConvergenceWarning
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return self.fit(feats, label_sets)
+
+    def _drop_zero_rows(self) -> None:
+        """After an l2,1 point fit of kernel ORLR: dictionary elements whose rows are exactly zero go."""
+        point = not hasattr(self, "coef_draws_")
+        if self.kernel is not None and not self.nystroem and self.prior == "l21" and point:
+            zero = ~np.any(np.asarray(self.coef_) != 0, axis=1)
+            if zero.any():
+                self._keep_rows(np.flatnonzero(~zero), int(zero.sum()))
+
+    def _kernel_map(self) -> KernelMap:
+        proj = self.kernel_projection_ if self.nystroem else None
+        return KernelMap(self.kernel_dictionary_, float(self.kernel_gamma_), proj)
+
+    def _build_kernel_map(self, feats: list[np.ndarray], gamma: float) -> list[np.ndarray]:
+        """Fit the kernel map on standardised training bags; return their kernel features."""
+        kmap = fit_kernel_map(
+            np.concatenate(feats),
+            self.kernel,
+            gamma,
+            self.dictionary_size,
+            bool(self.nystroem),
+            0 if self.random_state is None else int(self.random_state),
+        )
+        self.kernel_dictionary_, self.kernel_gamma_ = kmap.dictionary, kmap.gamma
+        if kmap.projection is not None:
+            self.kernel_projection_ = kmap.projection
+        return [kmap.transform(x) for x in feats]
+
+    def _map_features(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """Standardised bags to the features the linear model sees (kernel features, or as they are)."""
+        if self.kernel is None:
+            return feats
+        kmap = self._kernel_map()
+        return [kmap.transform(x) for x in feats]
+
+    def _check_bags(self, bags: Any) -> list[np.ndarray]:
+        return self._map_features(super()._check_bags(bags))  # type: ignore[misc]
+
+    def _row_scale(self) -> np.ndarray:
+        """(R,) the training sd of each row's feature: 1 for standardised inputs."""
+        scale = getattr(self, "row_scale_", None)  # absent from folders saved before it existed
+        return np.ones(np.shape(self.coef_)[0]) if scale is None else np.asarray(scale)
+
+    def row_inclusion(self, effect: float = INCLUSION_EFFECT) -> np.ndarray:
+        """(R,) per row of ``coef_``, the share of posterior draws in which it matters.
+
+        A row matters when ``||W[j]|| * sd_j >= effect``, ``sd_j`` its
+        feature's training sd (``INCLUSION_EFFECT``): moving that feature by
+        one sd moves the class logits by at least ``effect`` (in l2 norm over
+        classes). NUTS/SVI: the share over the posterior draws kept for
+        prediction; EM/MAP: 0 or 1 (an l2,1 fit's zero rows are 0).
+        """
+        check_is_fitted(self, "n_classes_")
+        w = self.coef_draws_ if hasattr(self, "coef_draws_") else np.asarray(self.coef_)[None]
+        effect_size = np.linalg.norm(w, axis=-1) * self._row_scale()[None, :]
+        return (effect_size >= effect).mean(axis=0)
+
+    def prune_rows(self, min_inclusion: float = 0.5) -> Any:
+        """Drop the rows whose ``row_inclusion()`` is below ``min_inclusion``; returns self.
+
+        Kernel ORLR (plain dictionary features): the dictionary elements go
+        too, so every prediction evaluates fewer kernels. Linear ORLR: the
+        rows are set to zero (a feature cannot be removed from the input).
+        Exact for an l2,1 point fit's zero rows; for a posterior, the dropped
+        rows' small weights are dropped from every draw (an approximation
+        whose size ``row_inclusion`` bounds).
+        """
+        keep = self.row_inclusion() >= float(min_inclusion)
+        if self.kernel is not None and self.nystroem:
+            raise ValueError("Nystroem features mix dictionary elements: prune_rows needs nystroem=False")
+        if self.kernel is None:
+            self.coef_ = np.where(keep[:, None], self.coef_, 0.0)
+            if hasattr(self, "coef_draws_"):
+                self.coef_draws_ = np.where(keep[None, :, None], self.coef_draws_, 0.0)
+            return self
+        self._keep_rows(np.flatnonzero(keep), int(np.size(keep) - keep.sum()))
+        return self
+
+    def _keep_rows(self, rows: np.ndarray, n_dropped: int) -> None:
+        """Keep kernel ORLR's dictionary elements ``rows`` (and their rows of the weights)."""
+        self.kernel_dictionary_ = np.asarray(self.kernel_dictionary_)[rows]
+        self.row_scale_ = np.asarray(self.row_scale_)[rows]
+        self.coef_ = np.asarray(self.coef_)[rows]
+        if hasattr(self, "coef_draws_"):
+            self.coef_draws_ = self.coef_draws_[:, rows]
+        self.n_pruned_rows_ = n_dropped + int(getattr(self, "n_pruned_rows_", 0))

@@ -1,0 +1,273 @@
+"""The l2,1 (group Laplace) prior and its proximal fits, and kernel ORLR (issue 13, items 1-2, 5)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate
+from sklearn.kernel_approximation import Nystroem
+from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
+
+from orlr_ppl import ORLR
+from orlr_ppl.data.kernel import fit_kernel_map, median_gamma, nystroem_projection, rbf_kernel
+from orlr_ppl.inference.em import fit_em
+from orlr_ppl.inference.map import fit_map
+from orlr_ppl.inference.prox import fista, group_soft_threshold, proximal_steps
+from orlr_ppl.model.log_density import potential, prior_scales
+from orlr_ppl.model.numpyro_model import make_model_data, split_model_data, sum_to_zero_basis
+from orlr_ppl.model.priors import GroupLaplace, group_laplace_log_normalizer
+
+# -- the prior and the proximal map -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_group_laplace_normaliser_integrates_its_density(k: int) -> None:
+    scale = 0.7
+    # In polar form: surface of the unit sphere in R^k times the radial integral.
+    sphere = 2 * math.pi ** (k / 2) / math.gamma(k / 2)
+    radial, _ = integrate.quad(lambda r: r ** (k - 1) * math.exp(-r / scale), 0, np.inf)
+    assert float(group_laplace_log_normalizer(k, scale)) == pytest.approx(math.log(sphere * radial), rel=1e-5)
+
+
+def test_group_laplace_samples_and_log_prob() -> None:
+    d = GroupLaplace(0.5, 3, validate_args=True)
+    x = np.asarray(d.sample(jax.random.PRNGKey(0), (40000,)))
+    norms = np.linalg.norm(x, axis=1)
+    # ||w|| ~ Gamma(k, scale): mean k * scale; directions uniform (mean ~ 0).
+    assert norms.mean() == pytest.approx(1.5, rel=0.02)
+    assert np.abs(x.mean(axis=0)).max() < 0.03
+    assert np.mean(np.sum(x**2, axis=1)) == pytest.approx(float(np.sum(d.variance)), rel=0.03)
+    w = np.array([[0.3, -0.4, 0.0]])
+    want = -0.5 / 0.5 - float(group_laplace_log_normalizer(3, 0.5))
+    assert float(d.log_prob(w)[0]) == pytest.approx(want, rel=1e-6)
+
+
+def test_group_soft_threshold_is_the_proximal_map() -> None:
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(6, 3)).astype(np.float32)
+    v[2] *= 0.05  # a short row: to zero
+    t = 0.4
+    got = np.asarray(group_soft_threshold(jnp.asarray(v), t))
+    for row, out in zip(v, got):
+        norm = np.linalg.norm(row)
+        np.testing.assert_allclose(out, 0.0 if norm <= t else row * (1 - t / norm), rtol=1e-6, atol=1e-7)
+    assert np.all(got[2] == 0)
+    # The prox minimises t * ||w|| + ||w - v||^2 / 2, row by row: no random point does better.
+    obj = lambda w: t * np.linalg.norm(w, axis=-1) + 0.5 * np.sum((w - v) ** 2, axis=-1)  # noqa: E731
+    for _ in range(200):
+        assert np.all(obj(got) <= obj(got + 0.05 * rng.normal(size=v.shape)) + 1e-6)
+
+
+def test_proximal_steps_and_fista_reach_the_group_lasso_minimum() -> None:
+    # f(w) = ||w - v||^2 / 2 has the prox of v as the exact minimiser of f + lam * l21.
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=(5, 2))
+    v[[1, 3]] *= 0.1
+    lam = 0.5
+    want = np.asarray(group_soft_threshold(jnp.asarray(v), lam))
+    loss = lambda p: 0.5 * jnp.sum((p["W_raw"] - v) ** 2)  # noqa: E731
+    start = {"W_raw": jnp.zeros((5, 2))}
+    # L = 1 here: steps of at least 1 / L keep float32 round-off from stalling the search.
+    steps = jax.jit(
+        lambda p: proximal_steps(loss, p, jnp.asarray(lam), jnp.asarray(30), jnp.asarray(0.3), 1.0)
+    )
+    got, _ = steps(start)
+    # float32: at the minimum every step size passes the bound, so the search grows the step, and
+    # the long steps' round-off leaves the iterate within 1e-4 of the minimiser.
+    np.testing.assert_allclose(got["W_raw"], want, atol=1e-4)
+    res = jax.jit(lambda p: fista(loss, p, jnp.asarray(lam), 200, jnp.asarray(1e-9), 0.05, 1.0))(start)
+    np.testing.assert_allclose(res.params["W_raw"], want, atol=1e-4)
+    assert np.all(np.asarray(res.params["W_raw"])[[1, 3]] == 0)
+
+
+# -- l2,1 fits on data with irrelevant rows -----------------------------------------------------
+
+
+def _irrelevant_rows(seed: int = 0, n_bags: int = 120, d_rel: int = 3, d_irr: int = 7, c: int = 4):
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=(d_rel, c)) * 3
+    bags, sets = [], []
+    for _ in range(n_bags):
+        n = int(rng.integers(2, 6))
+        x = rng.normal(size=(n, d_rel + d_irr))
+        p = np.exp(x[:, :d_rel] @ w)
+        p /= p.sum(axis=1, keepdims=True)
+        bags.append(x)
+        sets.append(sorted({int(rng.choice(c, p=pi)) for pi in p}))
+    return bags, sets, c
+
+
+@pytest.fixture(scope="module")
+def l21_fits():
+    bags, sets, c = _irrelevant_rows()
+    data = make_model_data(bags, sets, c, weight_prior="l21")
+    em = fit_em(data, 0.05, 10.0, max_iter=300, tol=1e-7)
+    mp = fit_map(data, 0.05, 10.0, max_iter=1000, tol=1e-9)
+    return data, em, mp
+
+
+def test_l21_em_and_map_zero_the_irrelevant_rows_and_agree(l21_fits) -> None:
+    _, em, mp = l21_fits
+    for res in (em, mp):
+        norms = np.linalg.norm(res.W, axis=1)
+        assert np.all(norms[:3] > 0.1), norms
+        assert np.all(norms[3:] == 0.0), norms  # exactly: the prox, not a small gradient step
+        assert res.converged
+    np.testing.assert_allclose(em.W, mp.W, atol=5e-3)
+    assert em.log_posterior == pytest.approx(mp.log_posterior, abs=1e-3)
+
+
+def test_l21_log_posterior_is_the_model_s_under_the_group_laplace_prior(l21_fits) -> None:
+    data, em, _ = l21_fits
+    basis = sum_to_zero_basis(data.n_outputs)
+    params = {
+        "W_raw": jnp.asarray(em.W @ basis, jnp.float32),
+        "beta_raw": jnp.asarray(em.beta @ basis, jnp.float32),
+    }
+    arrays, shape = split_model_data(data)
+    model_value = -float(potential(params, arrays, prior_scales(0.05, 10.0), shape))
+    assert em.log_posterior == pytest.approx(model_value, abs=1e-3)
+    # The group Laplace prior, not the Normal of the same scale: that one gives another value.
+    normal_shape = shape._replace(weight_prior="normal")
+    assert model_value != pytest.approx(
+        -float(potential(params, arrays, prior_scales(0.05, 10.0), normal_shape))
+    )
+
+
+def test_l21_em_history_never_falls() -> None:
+    bags, sets, c = _irrelevant_rows(seed=2, n_bags=60)
+    res = fit_em(make_model_data(bags, sets, c, weight_prior="l21"), 0.1, 10.0, max_iter=40, m_steps=1)
+    assert np.all(np.diff(res.history) >= -1e-4 * np.abs(res.history[1:]))
+
+
+def test_orlr_l21_reports_row_inclusion_and_selects_features() -> None:
+    bags, sets, _ = _irrelevant_rows()
+    model = ORLR(prior="l21", prior_scale=0.05).fit(bags, sets)
+    inclusion = model.row_inclusion()
+    np.testing.assert_array_equal(inclusion, [1, 1, 1, 0, 0, 0, 0, 0, 0, 0])
+    normal = ORLR(prior_scale=0.05).fit(bags, sets)
+    assert np.all(np.linalg.norm(normal.coef_[3:], axis=1) > 0)  # an l2 prior shrinks but never zeroes
+
+
+# -- kernel features ------------------------------------------------------------------------------
+
+
+def test_rbf_kernel_matches_scikit_learn() -> None:
+    rng = np.random.default_rng(0)
+    x, z = rng.normal(size=(50, 4)), rng.normal(size=(7, 4))
+    np.testing.assert_allclose(rbf_kernel(x, z, 0.3), sk_rbf(x, z, gamma=0.3), rtol=1e-5)
+    assert np.allclose(np.diag(rbf_kernel(x, x, 2.0)), 1.0)
+
+
+def test_nystroem_features_reproduce_the_nystroem_gram_matrix() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 3))
+    kmap = fit_kernel_map(x, "rbf", 0.5, dictionary_size=20, nystroem=True, seed=3)
+    phi = kmap.transform(x)
+    k_xd = sk_rbf(x, kmap.dictionary, gamma=0.5)
+    k_dd = sk_rbf(kmap.dictionary, kmap.dictionary, gamma=0.5)
+    want = k_xd @ np.linalg.pinv(k_dd) @ k_xd.T
+    np.testing.assert_allclose(phi @ phi.T, want, atol=2e-4)
+    # scikit-learn's Nystroem on the same components gives the same Gram matrix.
+    sk = Nystroem(gamma=0.5, n_components=20).fit(kmap.dictionary)
+    np.testing.assert_allclose(sk.transform(x) @ sk.transform(x).T, want, atol=2e-4)
+    assert nystroem_projection(kmap.dictionary, 0.5).shape[0] == 20
+
+
+def test_median_gamma_is_the_median_heuristic() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 5))
+    sq = np.sum((x[:, None] - x[None]) ** 2, axis=-1)[np.triu_indices(80, 1)]
+    assert median_gamma(x, max_pairs=200000) == pytest.approx(1 / np.median(sq), rel=0.03)
+    with pytest.raises(ValueError, match="identical"):
+        median_gamma(np.ones((5, 2)))
+
+
+def _xor_bags(n_bags: int, seed: int):
+    """Classes by quadrant parity (XOR) and a disc: no linear model separates them."""
+    rng = np.random.default_rng(seed)
+    bags, sets, labels = [], [], []
+    for _ in range(n_bags):
+        n = int(rng.integers(2, 6))
+        x = rng.uniform(-1, 1, size=(n, 2))
+        y = ((x[:, 0] > 0) ^ (x[:, 1] > 0)).astype(int) + 2 * (np.hypot(*x.T) < 0.35)
+        bags.append(np.c_[x, rng.normal(size=(n, 3))])
+        sets.append(sorted({int(v) for v in y}))
+        labels.append(y)
+    return bags, sets, labels
+
+
+def _accuracy(model: ORLR, bags, labels) -> float:
+    return float(np.mean(np.concatenate(model.predict(bags)) == np.concatenate(labels)))
+
+
+@pytest.fixture(scope="module")
+def xor():
+    return _xor_bags(150, 0), _xor_bags(100, 1)
+
+
+def test_kernel_orlr_learns_what_linear_cannot_and_round_trips(xor, tmp_path) -> None:
+    (tb, ts, _), (vb, _, vl) = xor
+    linear = ORLR(prior_scale=1.0).fit(tb, ts)
+    kernel = ORLR(kernel="rbf", gamma=1.0, prior_scale=1.0).fit(tb, ts)
+    assert kernel.coef_.shape == (sum(len(x) for x in tb), 4)  # a row per dictionary element
+    assert _accuracy(kernel, vb, vl) > 0.8 > _accuracy(linear, vb, vl) + 0.2
+    kernel.save(tmp_path / "k")
+    back = ORLR.load(tmp_path / "k")
+    for a, b in zip(kernel.predict_proba(vb), back.predict_proba(vb)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="feature units"):
+        kernel.coef_in_feature_units()
+
+
+def test_kernel_l21_drops_dictionary_elements_without_changing_predictions(xor) -> None:
+    (tb, ts, _), (vb, _, vl) = xor
+    model = ORLR(kernel="rbf", prior="l21", gamma=1.0, prior_scale=3.0).fit(tb, ts)
+    n_inst = sum(len(x) for x in tb)
+    assert 0 < model.coef_.shape[0] < n_inst  # zero rows pruned after the fit ...
+    assert model.n_pruned_rows_ == n_inst - model.coef_.shape[0]
+    assert model.kernel_dictionary_.shape[0] == model.coef_.shape[0]  # ... with their elements
+    assert _accuracy(model, vb, vl) > 0.7
+    # Pruning more rows through prune_rows changes the model only through the rows it drops.
+    before = model.predict_proba(vb)
+    model.prune_rows(min_inclusion=0.0)  # keeps every row: nothing changes
+    for a, b in zip(before, model.predict_proba(vb)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_auto_selection_uses_bag_labels_only_and_picks_the_best_candidate(xor) -> None:
+    (tb, ts, tl), _ = xor
+    from orlr_ppl.data import MIMLData
+
+    small = dict(kernel="rbf", prior_scale="auto", cv_folds=2, max_iter=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = ORLR(**small).fit(tb[:60], ts[:60])
+        with_labels = MIMLData(tb[:60], ts[:60], n_classes=4, instance_labels=tl[:60])
+        b = ORLR(**small).fit(with_labels)
+    table = a.cv_results_
+    assert len(table) == 15
+    best = max(table, key=lambda r: r["mean_log_likelihood"])
+    assert (a.kernel_gamma_, a.prior_scale_) == (best["gamma"], best["prior_scale"])
+    assert [r["mean_log_likelihood"] for r in table] == [r["mean_log_likelihood"] for r in b.cv_results_]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"kernel": "poly"}, "kernel='poly'"),
+        ({"kernel": "rbf", "gamma": -1.0}, "gamma=-1.0"),
+        ({"prior": "horseshoe"}, "prior='horseshoe'"),
+        ({"prior_scale": "auto", "novel_class": True}, "explicit values"),
+        ({"prior_scale": 0.0}, "positive scale"),
+    ],
+)
+def test_bad_row_settings_raise(kwargs, match) -> None:
+    bags, sets, _ = _xor_bags(10, 0)
+    with pytest.raises(ValueError, match=match):
+        ORLR(**{"gamma": 1.0, **kwargs}).fit(bags, sets)
