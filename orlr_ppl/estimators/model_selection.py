@@ -79,6 +79,10 @@ def select_by_bag_cv(
         "canonical_shapes": True,  # the folds' fits share compiled programs
         "progress_bar": False,
     }
+    if (
+        estimator.prior == "group_horseshoe"
+    ):  # no MAP: candidates are scored under the Normal of the slab's scale
+        fixed["prior"] = "normal"
     scores = np.zeros((len(grid), len(folds)))
     for f, test in enumerate(folds):
         train = np.setdiff1d(np.arange(len(feats)), test)

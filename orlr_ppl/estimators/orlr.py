@@ -327,7 +327,8 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         classes = getattr(self, "class_names_", None)
         if classes is not None and self.novel_class:  # W, beta have one more column than the data
             classes = [*classes, NOVEL_CLASS_NAME]
-        self._set_posterior(with_names(res.posterior, classes, getattr(self, "feature_names_", None)))
+        rows = getattr(self, "feature_names_", None) if self.kernel is None else None  # kernel: elements
+        self._set_posterior(with_names(res.posterior, classes, rows))
 
     def _set_posterior(self, idata: az.InferenceData) -> None:
         self.posterior_ = idata

@@ -21,9 +21,9 @@ from ..model.priors import WEIGHT_PRIORS
 from .base import SCALING_ARRAYS
 from .model_selection import GAMMA_FACTORS, PRIOR_SCALES, select_by_bag_cv
 
-INCLUSION_EFFECT = 0.1
+INCLUSION_EFFECT = 0.5
 """A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
-moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.1`` (a tenth of a nat)."""
+moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, odds x 1.65)."""
 
 
 class _RowFeatures:
@@ -54,7 +54,20 @@ class _RowFeatures:
     def _check_row_params(self) -> None:
         if self.prior not in WEIGHT_PRIORS:
             raise ValueError(f"prior={self.prior!r}: choose one of {WEIGHT_PRIORS}")
+        if self.prior == "group_horseshoe" and (
+            self.method not in ("nuts", "svi") or self.prior_scale is None
+        ):
+            raise ValueError(
+                f"prior='group_horseshoe' with method={self.method!r}, prior_scale={self.prior_scale!r}: its "
+                "density is unbounded at zero, so it has no MAP; sample it with method='nuts' or 'svi' and a "
+                "prior_scale (the slab), or use prior='l21' for a point estimate"
+            )
         auto = [k for k in ("prior_scale", "gamma") if getattr(self, k) == "auto"]
+        if self.prior == "group_horseshoe" and self.prior_scale == "auto":
+            raise ValueError(
+                "prior='group_horseshoe' learns its global shrinkage from the data; prior_scale is its slab "
+                "(the largest plausible row size): give a number, not 'auto'"
+            )
         if self.kernel is None:
             auto = [k for k in auto if k != "gamma"]
         elif not (self.gamma == "auto" or (np.isscalar(self.gamma) and float(self.gamma) > 0)):

@@ -61,7 +61,7 @@ N_WORST = 5
 """Parameters (or bags) named in a problem sentence, worst first."""
 
 TABLE_COLUMNS = ["mean", "sd", "r_hat", "ess_bulk", "ess_tail"]
-INTERPRETABLE = ("W", "beta", "leak")
+INTERPRETABLE = ("W", "beta", "leak", "tau", "lam")
 
 
 class ConvergenceWarning(UserWarning):

@@ -25,12 +25,13 @@ from numpyro.infer import Predictive
 from numpyro.infer.util import log_likelihood
 
 from ..model.numpyro_model import ModelData, orlr_model, start_params, sum_to_zero_basis
+from ..model.priors import HORSESHOE_SITES, horseshoe_weights
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)  # ArviZ announces its 1.0 refactor on import
     import arviz as az
 
-RAW_SITES = ("W_raw", "beta_raw", "leak_logit")
+RAW_SITES = ("W_raw", "beta_raw", "leak_logit", *HORSESHOE_SITES)
 PPC_MAX_DRAWS = 200
 """Posterior predictive label sets are simulated at most at this many draws per chain."""
 
@@ -42,9 +43,13 @@ def zeros_init(data: ModelData, fit_intercept: bool) -> dict[str, jax.Array]:
 
 def with_derived(samples: dict[str, np.ndarray], n_classes: int) -> dict[str, np.ndarray]:
     """Add ``W`` and ``beta`` (sum-to-zero, all ``n_classes`` outputs) to raw draws (..., d, C-1),
-    and ``leak``, the sigmoid of ``leak_logit``, where the leak was learnt."""
+    and ``leak``, the sigmoid of ``leak_logit``, where the leak was learnt; under the group
+    horseshoe, ``W_raw`` itself and the scales ``tau``, ``lam`` from its sites."""
     basis = sum_to_zero_basis(n_classes)
     out = {k: np.asarray(v) for k, v in samples.items() if k in RAW_SITES}
+    if "hs_z" in out:
+        out["W_raw"] = np.asarray(horseshoe_weights(*(out[k] for k in HORSESHOE_SITES)))
+        out["tau"], out["lam"] = np.exp(out["hs_log_tau"]), np.exp(out["hs_log_lambda"])
     out["W"] = out["W_raw"] @ basis.T
     raw_b = out.get("beta_raw", np.zeros(out["W_raw"].shape[:-2] + (n_classes - 1,)))
     out["beta"] = raw_b @ basis.T
@@ -152,6 +157,9 @@ def inference_data(
         "beta_raw": ["contrast"],
         "W": ["feature", "class"],
         "beta": ["class"],
+        "hs_z": ["feature", "contrast"],
+        "hs_log_lambda": ["feature"],
+        "lam": ["feature"],
         "Y": ["bag"],
     }
     idata = az.from_dict(

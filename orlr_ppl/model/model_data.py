@@ -22,7 +22,7 @@ from ..dp.validation import (
     check_known_labels,
     check_label_sets,
 )
-from .priors import WEIGHT_PRIORS
+from .priors import WEIGHT_PRIORS, horseshoe_start
 
 Array = jax.Array
 
@@ -289,11 +289,20 @@ def start_params(
 ) -> dict[str, np.ndarray]:
     """The point fits' start: zero weights (uniform class probabilities) and the leak prior's mean.
 
-    ``W_raw`` (d, C_out - 1), ``beta_raw`` (C_out - 1,) with intercepts, and
-    ``leak_logit`` () when the leak is learnt. Host arrays (no compile).
+    ``W_raw`` (d, C_out - 1) (under the group horseshoe its sites instead,
+    ``priors.HORSESHOE_SITES``, at zero weights), ``beta_raw`` (C_out - 1,)
+    with intercepts, and ``leak_logit`` () when the leak is learnt. Host
+    arrays (no compile).
     """
     c = data.n_outputs
     params = {"W_raw": np.zeros((data.n_features, c - 1), dtype)}
+    if data.weight_prior == "group_horseshoe":  # zero weights; the scales at tau0 (scale 1), lam = c = 1
+        hs = horseshoe_start(np.zeros((data.n_features, c - 1)), 1.0)
+        params = {
+            **{k: np.asarray(v, dtype) for k, v in hs.items()},
+            "hs_log_lambda": np.zeros(data.n_features, dtype),
+        }
+        params["hs_log_slab"] = np.asarray(0.0, dtype)
     if fit_intercept:
         params["beta_raw"] = np.zeros((c - 1,), dtype)
     if data.leak == "learn":

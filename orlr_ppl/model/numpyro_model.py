@@ -46,7 +46,7 @@ from .model_data import (  # noqa: F401
     split_model_data,
     start_params,
 )
-from .priors import weight_prior
+from .priors import group_horseshoe_rows, weight_prior
 
 Array = jax.Array
 
@@ -88,7 +88,10 @@ def class_weights(
             prior = dist.Normal(0.0, scale).expand(shape).to_event(len(shape))
         return numpyro.sample(name, prior)
 
-    w_raw = numpyro.sample("W_raw", weight_prior(family, (n_features, n_classes - 1), prior_scale))
+    if family == "group_horseshoe":
+        w_raw = group_horseshoe_rows(n_features, n_classes - 1, prior_scale)
+    else:
+        w_raw = numpyro.sample("W_raw", weight_prior(family, (n_features, n_classes - 1), prior_scale))
     if fit_intercept:
         b_raw = _raw("beta_raw", (n_classes - 1,), intercept_scale)
     else:

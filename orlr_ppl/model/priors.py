@@ -1,4 +1,4 @@
-"""Priors on the rows of the weights: Normal (l2) and group Laplace (l2,1).
+"""Priors on the rows of the weights: Normal (l2), group Laplace (l2,1) and the group horseshoe.
 
 Row ``j`` of ``W_raw`` (d, C-1) holds feature ``j``'s weights for every class
 (in the sum-to-zero basis, whose columns are orthonormal, so
@@ -12,6 +12,22 @@ penalty ``-||w|| / scale`` (strength ``lam = 1 / scale``) up to a constant, so
 the MAP under it is the l2,1-penalised fit (Pham & Raich), computed by
 proximal gradient (``inference.prox``) because the penalty is not smooth at 0.
 It is proper, so NUTS and SVI sample it too.
+
+The group horseshoe (``"group_horseshoe"``; regularised, Piironen & Vehtari
+2017, one local scale per row) is the Bayesian shrinkage prior: most rows
+near zero, a few left free. Non-centred, so that NUTS does not meet the
+funnel between a row and its scale::
+
+    W_raw[j] = tau * lam~_j * z_j,   z_j ~ N(0, I_k),
+    lam~_j^2 = c^2 lam_j^2 / (c^2 + tau^2 lam_j^2),
+    tau ~ HalfCauchy(tau0),  lam_j ~ HalfCauchy(1),  c^2 ~ InvGamma(2, 2 scale^2),
+
+with ``tau0 = scale * p0 / (d - p0)``, ``p0 = max(1, d / 10)`` (a prior guess
+that a tenth of the rows matter). The slab ``c`` (Student-t, 4 d.o.f., of
+scale ``scale``) caps the rows left free, as a Normal(0, scale) would. The
+scales are sampled on the log scale (sites ``hs_log_*``, real support, like
+the leak's logit), and the posterior also holds ``tau`` and ``lam`` (row,)
+themselves.
 """
 
 from __future__ import annotations
@@ -19,6 +35,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import gammaln
 from numpyro.distributions import constraints
@@ -26,8 +43,12 @@ from numpyro.distributions.util import promote_shapes, validate_sample
 
 Array = jax.Array
 
-WEIGHT_PRIORS = ("normal", "l21")
-"""Prior families of ``W_raw``: ``"normal"`` (an l2 penalty) and ``"l21"`` (group Laplace per row)."""
+WEIGHT_PRIORS = ("normal", "l21", "group_horseshoe")
+"""Prior families of ``W_raw``: ``"normal"`` (an l2 penalty), ``"l21"`` (group Laplace per row) and
+``"group_horseshoe"`` (for NUTS and SVI: its density is unbounded at zero, so it has no MAP)."""
+HORSESHOE_SITES = ("hs_z", "hs_log_tau", "hs_log_lambda", "hs_log_slab")
+"""The group horseshoe's latent sites, all of real support; ``W_raw`` is then deterministic."""
+SLAB_DF = 4.0
 
 
 def group_laplace_log_normalizer(k: int, scale: Array | float) -> Array:
@@ -112,6 +133,8 @@ def weight_prior(family: str, shape: tuple[int, int], scale: Array | float | Non
         return dist.Normal(0.0, scale).expand(shape).to_event(2)
     if family == "l21":
         return GroupLaplace(scale, shape[1]).expand((shape[0],)).to_event(1)
+    if family == "group_horseshoe":
+        raise ValueError("the group horseshoe has latent scales: sample it with group_horseshoe_rows")
     raise ValueError(f"weight prior {family!r}: choose one of {WEIGHT_PRIORS}")
 
 
@@ -126,3 +149,54 @@ def l21_log_prior(w_raw: Array | np.ndarray, scale: float) -> float:
     d, k = np.shape(w_raw)
     norms = np.sqrt(np.sum(np.square(np.asarray(w_raw, np.float64)), axis=-1))
     return float(-norms.sum() / scale - d * float(group_laplace_log_normalizer(k, scale)))
+
+
+def horseshoe_global_scale(scale: float | Array, d: int) -> Array:
+    """``tau0 = scale * p0 / (d - p0)`` with ``p0 = max(1, d / 10)`` (``d`` rows)."""
+    p0 = max(1.0, d / 10.0)
+    return jnp.asarray(scale) * p0 / max(d - p0, 1.0)
+
+
+def _on_log_scale(d: dist.Distribution) -> dist.Distribution:
+    """The density of ``log X`` for ``X ~ d`` (positive support): real support for every sampler."""
+    return dist.TransformedDistribution(d, dist.transforms.ExpTransform().inv)
+
+
+def horseshoe_weights(z: Array, log_tau: Array, log_lambda: Array, log_slab: Array) -> Array:
+    """(..., d, k) ``W_raw = tau * lam~ * z`` from the non-centred sites (any leading draw axes)."""
+    tau, lam, c2 = jnp.exp(log_tau), jnp.exp(log_lambda), jnp.exp(log_slab)
+    tau = jnp.asarray(tau)[..., None]
+    lam_t = jnp.sqrt(c2[..., None] * lam**2 / (c2[..., None] + tau**2 * lam**2))
+    return z * (tau * lam_t)[..., None]
+
+
+def group_horseshoe_rows(d: int, k: int, scale: Array | float) -> Array:
+    """Sample the group horseshoe's sites (``HORSESHOE_SITES``) and return ``W_raw`` (d, k).
+
+    Also records the deterministic ``tau`` and ``lam`` (d,) for summaries.
+    """
+    z = numpyro.sample("hs_z", dist.Normal(0.0, 1.0).expand((d, k)).to_event(2))
+    log_tau = numpyro.sample("hs_log_tau", _on_log_scale(dist.HalfCauchy(horseshoe_global_scale(scale, d))))
+    log_lambda = numpyro.sample("hs_log_lambda", _on_log_scale(dist.HalfCauchy(1.0)).expand((d,)).to_event(1))
+    slab = dist.InverseGamma(SLAB_DF / 2, SLAB_DF / 2 * jnp.asarray(scale) ** 2)
+    log_slab = numpyro.sample("hs_log_slab", _on_log_scale(slab))
+    numpyro.deterministic("tau", jnp.exp(log_tau))
+    numpyro.deterministic("lam", jnp.exp(log_lambda))
+    return numpyro.deterministic("W_raw", horseshoe_weights(z, log_tau, log_lambda, log_slab))
+
+
+def horseshoe_start(w_raw: np.ndarray, scale: float) -> dict[str, np.ndarray]:
+    """Horseshoe sites that reproduce ``W_raw`` (d, k) (a MAP under the Normal prior, say): ``tau`` at
+    ``tau0``, ``c`` at ``scale``, and each row's ``lam`` so that ``tau lam~`` is its rms entry (kept
+    below the slab), ``z`` the rest. NUTS's start from a point estimate."""
+    d, k = w_raw.shape
+    tau = float(horseshoe_global_scale(scale, d))
+    c2 = float(scale) ** 2
+    r = np.clip(np.linalg.norm(w_raw, axis=1) / np.sqrt(k), 1e-3 * tau, 0.9 * float(scale))
+    lam = np.sqrt(r**2 * c2 / (tau**2 * (c2 - r**2)))
+    return {
+        "hs_z": (w_raw / r[:, None]).astype(np.float32),
+        "hs_log_tau": np.asarray(np.log(tau), np.float32),
+        "hs_log_lambda": np.log(lam).astype(np.float32),
+        "hs_log_slab": np.asarray(np.log(c2), np.float32),
+    }
