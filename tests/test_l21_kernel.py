@@ -340,3 +340,48 @@ def test_horseshoe_svi_fits_and_names_its_scales() -> None:
     )
     norms = np.linalg.norm(model.coef_, axis=1)
     assert norms[3:].max() < norms[:3].max()
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, capsys) -> None:
+    from orlr_ppl.cli import main
+    from orlr_ppl.cli.compare import compared_models
+    from orlr_ppl.cli.main import build_parser
+
+    out = tmp_path / "k"
+    fit = ["fit", "--dataset", "digits", "--n-bags", "30", "--quiet", "--max-iter", "30"]
+    assert (
+        main(
+            [
+                *fit,
+                "--kernel",
+                "rbf",
+                "--gamma",
+                "0.02",
+                "--prior",
+                "l21",
+                "--prior-scale",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    model = ORLR.load(out)
+    assert (model.kernel, model.prior, model.kernel_gamma_) == ("rbf", "l21", 0.02)
+    assert model.kernel_dictionary_.shape[0] == model.coef_.shape[0]
+    capsys.readouterr()
+    assert main(["predict", "--model", str(out), "--dataset", "digits", "--n-bags", "30"]) == 0
+    assert capsys.readouterr().out.startswith("bag_id,instance,label,p(0)")
+    assert main([*fit, "--prior", "group_horseshoe", "--out", str(tmp_path / "h")]) == 2
+    err = capsys.readouterr().err
+    assert "no MAP" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    args = build_parser().parse_args(["evaluate", "--dataset", "digits", "--methods", "korlr,korlr-l21"])
+    models = {name: make() for name, make in compared_models(args).items()}
+    assert [(m.kernel, m.prior, m.gamma, m.prior_scale) for m in models.values()] == [
+        ("rbf", "normal", "auto", "auto"),
+        ("rbf", "l21", "auto", "auto"),
+    ]

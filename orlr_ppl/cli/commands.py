@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from ..data import MIMLData
 
 
-def prior_scale(value: float) -> float | None:
-    """``--prior-scale``: a sd, or None (no prior: plain maximum likelihood) for values <= 0."""
-    return None if value <= 0 else float(value)
+def prior_scale(value: float | str) -> float | str | None:
+    """``--prior-scale``: a scale, "auto", or None (no prior: plain maximum likelihood) for values <= 0."""
+    if value == "auto":
+        return value
+    return None if float(value) <= 0 else float(value)
 
 
 def estimator_from_args(args: argparse.Namespace, method: str | None = None):
@@ -47,6 +49,11 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         bag_fraction=getattr(args, "bag_fraction", 1.0),
         novel_class=getattr(args, "novel_class", False),
         leak=getattr(args, "leak", None),
+        prior=getattr(args, "prior", "normal"),
+        kernel=None if getattr(args, "kernel", "none") == "none" else args.kernel,
+        gamma=getattr(args, "gamma", "auto"),
+        dictionary_size=getattr(args, "dictionary_size", None),
+        nystroem=getattr(args, "nystroem", False),
     )
 
 

@@ -89,7 +89,13 @@ def _add_fit_args(
     max_num_samples: int | None = None,
 ) -> None:
     """Fit options; the NUTS defaults are ``ORLR``'s (4 chains of 300 warmup + 1,000 draws, up to 2,000)."""
-    p.add_argument("--prior-scale", type=float, default=1.0, help="sd of the weight prior (<= 0: no prior)")
+    p.add_argument(
+        "--prior-scale",
+        type=scale_value,
+        default=1.0,
+        help="scale of the weight prior: the Normal's sd, the group Laplace's or the horseshoe slab's "
+        "(<= 0: no prior; auto: chosen by bag-level CV)",
+    )
     p.add_argument(
         "--max-iter", type=int, default=None, help="EM / L-BFGS iterations (None: 200 for EM, 500 for MAP)"
     )
@@ -117,6 +123,40 @@ def leak_value(text: str) -> float | str | None:
     if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"{text!r}: a leak probability lies in (0, 1)")
     return value
+
+
+def scale_value(text: str) -> float | str:
+    """``--prior-scale`` and ``--gamma``: a number, or "auto" (chosen by bag-level cross-validation)."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number or auto") from None
+
+
+def _add_row_args(p: argparse.ArgumentParser) -> None:
+    """The weights' rows: prior family and kernel features (``ORLR(prior=, kernel=, gamma=, ...)``)."""
+    p.add_argument(
+        "--prior",
+        choices=["normal", "l21", "group_horseshoe"],
+        default="normal",
+        help="prior of the weights' rows: normal (l2), l21 (group Laplace: rows exactly zero at the "
+        "MAP), group_horseshoe (nuts/svi only)",
+    )
+    p.add_argument(
+        "--kernel", choices=["none", "rbf"], default="none", help="RBF kernel features (kernel ORLR)"
+    )
+    p.add_argument(
+        "--gamma",
+        type=scale_value,
+        default="auto",
+        help="RBF width, or auto (bag-level CV around the median)",
+    )
+    p.add_argument(
+        "--dictionary-size", type=int, default=None, help="kernel: training instances kept (default: all)"
+    )
+    p.add_argument("--nystroem", action="store_true", help="kernel: Nystroem features instead of the columns")
 
 
 def _add_relaxation_args(p: argparse.ArgumentParser) -> None:
@@ -169,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="EM: below 1, stochastic EM on this fraction of the bags per iteration",
     )
     _add_relaxation_args(fit)
+    _add_row_args(fit)
     fit.add_argument("--out", default=None, help="model folder (default: models/orlr-<method>)")
     fit.add_argument("--force", action="store_true", help="overwrite a model already saved in --out")
     fit.set_defaults(func=commands.fit)
@@ -202,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--methods",
         default=",".join(DEFAULT_METHODS),
         help=f"comma list of methods to compare, of {','.join(COMPARED)} (orlr-novel: a novel class and "
-        "a learnt leak, issue 12)",
+        "a learnt leak; korlr, korlr-l21: kernel ORLR, its width and prior scale chosen by bag-level CV)",
     )
     ev.add_argument(
         "--em-m-steps", type=int, default=1, help="ORLR-EM gradient steps per M-step (1: classic GEM)"
