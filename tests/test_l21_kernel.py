@@ -385,3 +385,19 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
         ("rbf", "normal", "auto", "auto"),
         ("rbf", "l21", "auto", "auto"),
     ]
+
+
+@pytest.mark.parametrize(("method", "prior"), [("em", "normal"), ("map", "l21")])
+def test_padded_kernel_rows_change_nothing(xor, method, prior) -> None:
+    (tb, ts, _), (vb, _, _) = xor
+    kw = dict(kernel="rbf", gamma=1.0, prior_scale=3.0, method=method, prior=prior, max_iter=40, tol=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tight = ORLR(**kw, canonical_shapes=False).fit(tb[:50], ts[:50])
+        padded = ORLR(**kw, canonical_shapes=True).fit(tb[:50], ts[:50])
+    # 180 dictionary elements pad to 192 zero-feature rows in the canonical fit, cut off after it.
+    assert padded.coef_.shape[0] == tight.coef_.shape[0] <= 180
+    np.testing.assert_allclose(padded.coef_, tight.coef_, rtol=2e-4, atol=1e-5)
+    assert padded.log_posterior_ == pytest.approx(tight.log_posterior_, rel=1e-5)
+    for a, b in zip(padded.predict_proba(vb), tight.predict_proba(vb)):
+        np.testing.assert_allclose(a, b, atol=1e-4)  # float32: the padded matmuls sum in another order

@@ -265,6 +265,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; "auto" chosen
         canonical, layout = self.canonical_shapes, layout_of(self.canonical_shapes)
         canonical = self.method in ("em", "map") if canonical is None else bool(canonical)
+        feats, padded = self._pad_rows(feats, canonical)
         data = make_model_data(
             feats,
             label_sets,
@@ -282,6 +283,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             self._fit_posterior(data)
         else:
             self._fit_point(data)
+            self._unpad_rows(padded)
         self.n_classes_, self.n_features_in_ = n_classes, n_features
         self._drop_zero_rows()
         # The warnings are issued here, with stacklevel 2, so that they point at the caller of fit.

@@ -17,7 +17,8 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ..data.kernel import KernelMap, fit_kernel_map, median_gamma
-from ..model.priors import WEIGHT_PRIORS
+from ..dp.packing import canonical_size
+from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
 from .base import SCALING_ARRAYS
 from .model_selection import GAMMA_FACTORS, PRIOR_SCALES, select_by_bag_cv
 
@@ -108,6 +109,37 @@ class _RowFeatures:
             feats = self._build_kernel_map(feats, float(gamma))
         self.row_scale_ = np.concatenate(feats).std(axis=0).astype(np.float64)
         return feats
+
+    def _pad_rows(self, feats: list[np.ndarray], canonical: bool) -> tuple[list[np.ndarray], int]:
+        """Kernel point fits on canonical shapes: zero feature columns up to ``canonical_size(R)``.
+
+        Dictionaries of different sizes (the folds of ``"auto"``'s selection, of a
+        cross-validation) then share one compiled program. A zero column's
+        weights stay exactly zero in EM, L-BFGS and FISTA alike (their gradient
+        is the prior's, zero at zero), so ``_unpad_rows`` only cuts them off.
+        """
+        if self.kernel is None or not canonical or self.method not in ("em", "map"):
+            return feats, 0
+        r = feats[0].shape[1]
+        pad = canonical_size(r, steps=8) - r
+        return [np.pad(x, ((0, 0), (0, pad))) for x in feats], pad
+
+    def _unpad_rows(self, pad: int) -> None:
+        """Cut the padded rows off ``coef_``, and their prior's log density at 0 off the log posterior."""
+        if not pad:
+            return
+        self.coef_ = np.asarray(self.coef_)[:-pad]
+        k = np.shape(self.coef_)[1] - 1  # raw weights per row (sum-to-zero basis)
+        scale = self.prior_scale_
+        if scale is None:
+            per_row = 0.0  # a flat prior adds nothing
+        elif self.prior == "l21":
+            per_row = -float(group_laplace_log_normalizer(k, scale))
+        else:
+            per_row = -0.5 * k * float(np.log(2 * np.pi * scale**2))
+        self.log_posterior_ = float(self.log_posterior_) - pad * per_row
+        if hasattr(self, "history_"):
+            self.history_ = np.asarray(self.history_) - pad * per_row
 
     def _fit_silently(self, feats: list[np.ndarray], label_sets: list[Any]) -> Any:
         """``fit`` without its convergence warning (a CV candidate's budget is the outer fit's)."""
