@@ -33,7 +33,7 @@ from .dp import (
     packed_log_likelihood,
     packed_posteriors,
 )
-from .estimators import ORLR, SIM, MajorityClass, SoftmaxRegression
+from .estimators import MIMM, ORLR, SIM, MajorityClass, SoftmaxRegression
 from .model import BagLabelSet
 
 _MODULES = {
@@ -64,6 +64,7 @@ __all__ = [
     "DEFAULT_MAX_LABELS",
     "BagLabelSet",
     "DPResult",
+    "MIMM",
     "MIMLData",
     "MajorityClass",
     "ORLR",

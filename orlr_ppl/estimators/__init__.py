@@ -8,7 +8,8 @@ with ``_BagClassifier.load``.
 """
 
 from .baselines import MajorityClass, SoftmaxRegression
+from .mimm import MIMM
 from .orlr import ORLR
 from .sim import SIM
 
-__all__ = ["ORLR", "MajorityClass", "SIM", "SoftmaxRegression"]
+__all__ = ["MIMM", "ORLR", "MajorityClass", "SIM", "SoftmaxRegression"]
