@@ -379,12 +379,14 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
     assert main([*fit, "--prior", "group_horseshoe", "--out", str(tmp_path / "h")]) == 2
     err = capsys.readouterr().err
     assert "no MAP" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    args = build_parser().parse_args(["evaluate", "--dataset", "digits", "--methods", "korlr,korlr-l21"])
+    args = build_parser().parse_args(["evaluate", "--dataset", "digits", "--methods", "korlr,korlr-l21,mimm"])
     models = {name: make() for name, make in compared_models(args).items()}
-    assert [(m.kernel, m.prior, m.gamma, m.prior_scale) for m in models.values()] == [
+    assert list(models) == ["K-ORLR", "K-ORLR-l21", "MIMM"]
+    assert [(m.kernel, m.prior, m.gamma, m.prior_scale) for m in list(models.values())[:2]] == [
         ("rbf", "normal", "auto", "auto"),
         ("rbf", "l21", "auto", "auto"),
     ]
+    assert models["MIMM"].covariance == "full"
 
 
 @pytest.mark.parametrize(("method", "prior"), [("em", "normal"), ("map", "l21")])

@@ -11,7 +11,7 @@ from typing import Any
 from .commands import estimator_from_args, fittable
 from .sources import load_dataset
 
-COMPARED = ("orlr-em", "orlr-nuts", "orlr-novel", "korlr", "korlr-l21", "softmax", "majority", "sim")
+COMPARED = ("orlr-em", "orlr-nuts", "orlr-novel", "korlr", "korlr-l21", "mimm", "softmax", "majority", "sim")
 """``--methods`` names, in the order the table lists them."""
 DEFAULT_METHODS = ("orlr-em", "orlr-nuts", "softmax", "majority", "sim")
 """``--methods``' default: the paper's linear methods (the others are asked for by name)."""
@@ -34,7 +34,7 @@ def _canonical(model: Any) -> Any:
 
 def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
     """Display name -> a factory of a fresh, unfitted model, for each chosen method."""
-    from ..estimators import ORLR, SIM, MajorityClass, SoftmaxRegression
+    from ..estimators import MIMM, ORLR, SIM, MajorityClass, SoftmaxRegression
 
     chosen = chosen_methods(args.methods)
     factories = {
@@ -62,6 +62,8 @@ def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
             "K-ORLR-l21",
             lambda: ORLR(kernel="rbf", prior="l21", gamma="auto", prior_scale="auto", random_state=args.seed),
         ),
+        # Issue 13: the generative counterpart, a Gaussian per class (full covariance), EM.
+        "mimm": ("MIMM", lambda: MIMM(covariance="full", random_state=args.seed)),
         "softmax": ("SoftmaxRegression", lambda: SoftmaxRegression()),
         "majority": ("MajorityClass", lambda: MajorityClass()),
         "sim": ("SIM", lambda: SIM(random_state=args.seed)),

@@ -243,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--methods",
         default=",".join(DEFAULT_METHODS),
         help=f"comma list of methods to compare, of {','.join(COMPARED)} (orlr-novel: a novel class and "
-        "a learnt leak; korlr, korlr-l21: kernel ORLR, its width and prior scale chosen by bag-level CV)",
+        "a learnt leak; korlr, korlr-l21: kernel ORLR, its width and prior scale chosen by bag-level CV; "
+        "mimm: the multi-instance mixture model)",
     )
     ev.add_argument(
         "--em-m-steps", type=int, default=1, help="ORLR-EM gradient steps per M-step (1: classic GEM)"
