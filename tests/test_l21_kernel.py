@@ -259,7 +259,7 @@ def test_auto_selection_uses_bag_labels_only_and_picks_the_best_candidate(xor) -
         with_labels = MIMLData(tb[:60], ts[:60], n_classes=4, instance_labels=tl[:60])
         b = ORLR(**small).fit(with_labels)
     table = a.cv_results_
-    assert len(table) == 15
+    assert len(table) == 20
     best = max(table, key=lambda r: r["mean_log_likelihood"])
     assert (a.kernel_gamma_, a.prior_scale_) == (best["gamma"], best["prior_scale"])
     assert [r["mean_log_likelihood"] for r in table] == [r["mean_log_likelihood"] for r in b.cv_results_]

@@ -21,7 +21,7 @@ from ..dp.ragged import bag_log_likelihood
 
 PRIOR_SCALES = (0.1, 0.3, 1.0, 3.0, 10.0)
 """``prior_scale="auto"``: the candidates, strongest prior first."""
-GAMMA_FACTORS = (0.25, 1.0, 4.0)
+GAMMA_FACTORS = (0.25, 1.0, 4.0, 16.0)
 """``gamma="auto"``: the candidates, as multiples of the median heuristic (``data.kernel.median_gamma``)."""
 
 
