@@ -72,9 +72,16 @@ def test_e_step_and_q_are_the_model_s(digits):
         arrays, shape = split_model_data(model)
         scales = prior_scales(0.5, 3.0, np.float64)
         e = e_step(params, arrays, scales, shape)
-        theirs, prior = log_density(
-            orlr_model, (model,), {"prior_scale": 0.5, "intercept_scale": 3.0}, params
-        )
+
+        @jax.jit  # the model's density and its prior sites' log-probabilities, compiled likewise
+        def model_density(params):
+            joint, trace = log_density(
+                orlr_model, (model,), {"prior_scale": 0.5, "intercept_scale": 3.0}, params
+            )
+            priors = {k: jnp.sum(trace[k]["fn"].log_prob(trace[k]["value"])) for k in ("W_raw", "beta_raw")}
+            return joint, priors
+
+        theirs, prior = model_density(params)
         assert float(e.log_joint) == pytest.approx(float(theirs), rel=1e-10)
 
         basis = sum_to_zero_basis(10)
@@ -89,9 +96,7 @@ def test_e_step_and_q_are_the_model_s(digits):
                 np.testing.assert_allclose(post[row, :n], want[bag], atol=1e-10)
                 assert np.all(post[row, n:] == 0.0)  # padding takes no label
                 q_lik += np.sum(post[row, :n] * log_softmax(logits[bag], axis=1))
-        log_prior = sum(
-            float(np.sum(prior[k]["fn"].log_prob(prior[k]["value"]))) for k in ("W_raw", "beta_raw")
-        )
+        log_prior = sum(float(prior[k]) for k in ("W_raw", "beta_raw"))  # the model's own prior sites
         q = float(expected_log_joint(params, e.posteriors, arrays, scales, shape))
         assert q == pytest.approx(q_lik + log_prior, rel=1e-10)
         # The M-step's Q on the real instances alone, padded buckets or not, is the same sum.

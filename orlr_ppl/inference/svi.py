@@ -7,6 +7,7 @@ from typing import Literal, NamedTuple
 import jax
 import numpy as np
 import numpyro
+from numpyro import handlers
 from numpyro.infer import SVI, Trace_ELBO, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 
@@ -19,6 +20,28 @@ class SVIResult(NamedTuple):
 
     posterior: az.InferenceData
     losses: np.ndarray
+
+
+def _observed(site: dict) -> bool:
+    return site["type"] == "sample" and site.get("is_observed", False)
+
+
+def _latent_sites(*args, **kwargs) -> None:
+    """``orlr_model`` with its observed label-set sites hidden: the guide's prototype.
+
+    An autoguide learns its latent sites' shapes and supports by running its
+    model, and checks that the log density and its gradient are finite at the
+    start, op by op (eagerly: one small compile per operation and shape, tens of
+    seconds for the label-set likelihood's dynamic programme and its gradient,
+    per bucket). The guide needs only the latent sites (``W_raw``, ``beta_raw``,
+    ``leak_logit``, and the deterministic ``W``, ``beta``, ``leak`` for
+    ``sample_posterior``), which are the model's own here; the ELBO still runs
+    the whole ``orlr_model`` (compiled, in ``SVI.run``). The start is
+    ``init_to_value``'s, so the guide starts where it would from the full model;
+    only the prior's density is checked there (the likelihood is positive at
+    zero weights for every bag ``make_model_data`` accepts).
+    """
+    handlers.block(orlr_model, hide_fn=_observed)(*args, **kwargs)
 
 
 def fit_svi(
@@ -47,9 +70,9 @@ def fit_svi(
     }
     init = init_to_value(values=zeros_init(data, fit_intercept))
     if guide == "normal":
-        auto = AutoNormal(orlr_model, init_loc_fn=init, init_scale=0.01)
+        auto = AutoNormal(_latent_sites, init_loc_fn=init, init_scale=0.01)
     elif guide == "lowrank":
-        auto = AutoLowRankMultivariateNormal(orlr_model, init_loc_fn=init, init_scale=0.01)
+        auto = AutoLowRankMultivariateNormal(_latent_sites, init_loc_fn=init, init_scale=0.01)
     else:
         raise ValueError(f"guide={guide!r}: choose 'normal' or 'lowrank'")
     svi = SVI(orlr_model, auto, numpyro.optim.Adam(learning_rate), Trace_ELBO())
