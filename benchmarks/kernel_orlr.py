@@ -90,9 +90,7 @@ def main() -> None:
         print(f"{key}: {100 * acc.mean():.1f} ± {100 * acc.std(ddof=1):.1f}")
     ratio = np.median([r["t_kernel"] / r["t_linear"] for r in rows])
     final = np.median([r["t_kernel_final"] / r["t_linear"] for r in rows])
-    print(
-        f"median fit-time ratio kernel/linear: {ratio:.1f} with the selection, {final:.1f} final fit alone"
-    )
+    print(f"median fit-time ratio kernel/linear: {ratio:.1f} with the selection, {final:.1f} final fit alone")
 
 
 if __name__ == "__main__":
