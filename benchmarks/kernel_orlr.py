@@ -1,7 +1,7 @@
 """Kernel ORLR (issue 13) against linear ORLR: 10-fold inductive accuracy and fit time, one run.
 
     python benchmarks/kernel_orlr.py [--dataset letter-frost|hja-union] [--folds 10] [--prior normal|l21]
-        [--dictionary-size N] [--max-iter 200]
+        [--dictionary-size N] [--max-iter 200] [--methods korlr,kslr]
 
 Same bag-level folds (seed 0) as ``orlr-ppl evaluate``. Features standardised on each training
 fold (ORLR's default). K-ORLR: ``ORLR(kernel="rbf", gamma="auto", prior_scale="auto")``, both
@@ -10,6 +10,10 @@ chosen inside each fit by 3-fold bag-level cross-validation of the held-out bag 
 the accuracies, the chosen gamma (as a multiple of the median heuristic) and scale, the kernel
 rows kept, and the fit seconds; then the means, sds and the median fit-time ratio kernel/linear
 (the selection included, and without it: the final fit alone).
+
+K-SLR (``--methods kslr``), the upper bound: ``SoftmaxRegression(kernel="rbf", gamma="auto",
+prior_scale="auto")`` on the instance labels, both chosen by 3-fold CV over the training bags'
+instances, beside linear softmax regression (scikit-learn's lbfgs, the time reference).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orlr_ppl import ORLR
+from orlr_ppl import ORLR, SoftmaxRegression
 from orlr_ppl.data.datasets import load_letter_frost
 from orlr_ppl.data.hja import load_hja
 
@@ -36,6 +40,81 @@ def _load(name: str):
     return data
 
 
+def _korlr(train, test, args, fold: int) -> dict[str, float]:
+    """Linear ORLR and K-ORLR on one fold: accuracies, choices and fit seconds."""
+    t0 = time.perf_counter()
+    linear = ORLR().fit(train)
+    t_lin = time.perf_counter() - t0
+    kernel = ORLR(
+        kernel="rbf",
+        gamma="auto",
+        prior_scale="auto",
+        prior=args.prior,
+        dictionary_size=args.dictionary_size,
+        max_iter=args.max_iter,
+        random_state=fold,
+    )
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kernel.fit(train)
+    t_kern = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ORLR(
+            **{**kernel.get_params(), "gamma": kernel.kernel_gamma_, "prior_scale": kernel.prior_scale_}
+        ).fit(train)
+    t_final = time.perf_counter() - t1
+    base = min(r["gamma"] for r in kernel.cv_results_) * 4  # the smallest is a quarter of the median
+    return {
+        "linear": linear.score(test),
+        "kernel": kernel.score(test),
+        "gamma_x_median": kernel.kernel_gamma_ / base,
+        "scale": kernel.prior_scale_,
+        "rows": kernel.coef_.shape[0],
+        "t_linear": t_lin,
+        "t_kernel": t_kern,
+        "t_kernel_final": t_final,
+    }
+
+
+def _kslr(train, test, args, fold: int) -> dict[str, float]:
+    """Linear softmax regression and K-SLR on one fold's instance labels: accuracies, choices, seconds."""
+    t0 = time.perf_counter()
+    softmax = SoftmaxRegression().fit(train)
+    t_soft = time.perf_counter() - t0
+    kslr = SoftmaxRegression(
+        kernel="rbf",
+        gamma="auto",
+        prior_scale="auto",
+        dictionary_size=args.dictionary_size,
+        random_state=fold,
+    )
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kslr.fit(train)
+    t_kslr = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SoftmaxRegression(
+            **{**kslr.get_params(), "gamma": kslr.kernel_gamma_, "prior_scale": kslr.prior_scale_}
+        ).fit(train)
+    t_final = time.perf_counter() - t1
+    base = min(r["gamma"] for r in kslr.cv_results_) * 4
+    return {
+        "softmax": softmax.score(test),
+        "kslr": kslr.score(test),
+        "kslr_gamma_x_median": kslr.kernel_gamma_ / base,
+        "kslr_scale": kslr.prior_scale_,
+        "t_softmax": t_soft,
+        "t_kslr": t_kslr,
+        "t_kslr_final": t_final,
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", choices=["letter-frost", "hja-union"], default="letter-frost")
@@ -43,54 +122,34 @@ def main() -> None:
     p.add_argument("--prior", choices=["normal", "l21"], default="normal")
     p.add_argument("--dictionary-size", type=int, default=None)
     p.add_argument("--max-iter", type=int, default=200)
+    p.add_argument("--methods", default="korlr,kslr", help="comma list of korlr, kslr")
     args = p.parse_args()
+    methods = set(args.methods.split(","))
     data = _load(args.dataset)
     print(f"{args.dataset}: {data!r}", flush=True)
     rows = []
     for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
-        t0 = time.perf_counter()
-        linear = ORLR().fit(train)
-        t_lin = time.perf_counter() - t0
-        kernel = ORLR(
-            kernel="rbf",
-            gamma="auto",
-            prior_scale="auto",
-            prior=args.prior,
-            dictionary_size=args.dictionary_size,
-            max_iter=args.max_iter,
-            random_state=fold,
-        )
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            kernel.fit(train)
-        t_kern = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ORLR(
-                **{**kernel.get_params(), "gamma": kernel.kernel_gamma_, "prior_scale": kernel.prior_scale_}
-            ).fit(train)
-        t_final = time.perf_counter() - t1
-        base = min(r["gamma"] for r in kernel.cv_results_) * 4  # the smallest is a quarter of the median
-        row = {
-            "linear": linear.score(test),
-            "kernel": kernel.score(test),
-            "gamma_x_median": kernel.kernel_gamma_ / base,
-            "scale": kernel.prior_scale_,
-            "rows": kernel.coef_.shape[0],
-            "t_linear": t_lin,
-            "t_kernel": t_kern,
-            "t_kernel_final": t_final,
-        }
+        row = {}
+        if "korlr" in methods:
+            row.update(_korlr(train, test, args, fold))
+        if "kslr" in methods:
+            row.update(_kslr(train, test, args, fold))
         rows.append(row)
         print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in row.items()), flush=True)
-    for key in ("linear", "kernel"):
-        acc = np.array([r[key] for r in rows])
-        print(f"{key}: {100 * acc.mean():.1f} ± {100 * acc.std(ddof=1):.1f}")
-    ratio = np.median([r["t_kernel"] / r["t_linear"] for r in rows])
-    final = np.median([r["t_kernel_final"] / r["t_linear"] for r in rows])
-    print(f"median fit-time ratio kernel/linear: {ratio:.1f} with the selection, {final:.1f} final fit alone")
+    for key in ("linear", "kernel", "softmax", "kslr"):
+        if key in rows[0]:
+            acc = np.array([r[key] for r in rows])
+            print(f"{key}: {100 * acc.mean():.1f} ± {100 * acc.std(ddof=1):.1f}")
+    for name, slow, fast in (
+        ("kernel/linear ORLR", "t_kernel", "t_linear"),
+        ("K-SLR/softmax", "t_kslr", "t_softmax"),
+    ):
+        if slow in rows[0]:
+            ratio = np.median([r[slow] / r[fast] for r in rows])
+            final = np.median([r[slow + "_final"] / r[fast] for r in rows])
+            print(
+                f"median fit-time ratio {name}: {ratio:.1f} with the selection, {final:.1f} final fit alone"
+            )
 
 
 if __name__ == "__main__":

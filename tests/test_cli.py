@@ -25,7 +25,7 @@ def test_help_lists_subcommands():
 
 
 def test_demo_runs_small(tmp_path, capsys):
-    args = ["demo", "--n-bags", "40", "--num-warmup", "40", "--num-samples", "40", "--quiet"]
+    args = ["demo", "--n-bags", "30", "--num-warmup", "25", "--num-samples", "25", "--quiet"]
     assert main(args + ["--out", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
     rows = {

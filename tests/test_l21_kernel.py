@@ -322,7 +322,7 @@ def test_horseshoe_nuts_converges_and_shrinks_the_irrelevant_rows() -> None:
     assert {"tau", "lam"} <= set(model.posterior_.posterior.data_vars)
     assert any(str(i).startswith("tau") for i in table.index)  # the global scale is checked too
     inclusion = model.row_inclusion()
-    assert inclusion[1:3].min() == 1.0 and inclusion[3:].max() < 0.5
+    assert inclusion[1:3].min() >= 0.95 and inclusion[3:].max() < 0.5  # relevant rows in (nearly) every draw
     norms = np.linalg.norm(model.coef_, axis=1)
     assert norms[3:].max() < 0.3 * norms[1:3].min()
 
@@ -403,3 +403,25 @@ def test_padded_kernel_rows_change_nothing(xor, method, prior) -> None:
     assert padded.log_posterior_ == pytest.approx(tight.log_posterior_, rel=1e-5)
     for a, b in zip(padded.predict_proba(vb), tight.predict_proba(vb)):
         np.testing.assert_allclose(a, b, atol=1e-4)  # float32: the padded matmuls sum in another order
+
+
+@pytest.mark.parametrize("method", ["nuts", "svi"])
+def test_kernel_orlr_samples_with_nuts_and_svi_and_round_trips(xor, method, tmp_path) -> None:
+    (tb, ts, _), (vb, _, vl) = xor
+    budget = (
+        {"num_warmup": 60, "num_samples": 30, "num_chains": 1} if method == "nuts" else {"svi_steps": 300}
+    )
+    model = ORLR(
+        method=method, kernel="rbf", gamma=1.0, prior_scale=1.0, dictionary_size=24, random_state=0, **budget
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a 30-draw chain misses the R-hat/ESS targets: not checked here
+        model.fit(tb[:30], ts[:30])
+    assert model.coef_draws_.shape[1:] == (24, 4) and model.kernel_dictionary_.shape == (24, 5)
+    assert len(np.unique(model.coef_draws_[:, 0, 0])) > 10  # draws, not one point repeated
+    linear = ORLR(prior_scale=1.0).fit(tb[:30], ts[:30])
+    assert _accuracy(model, vb, vl) > _accuracy(linear, vb, vl) + 0.1
+    model.save(tmp_path / method)
+    back = ORLR.load(tmp_path / method)
+    for a, b in zip(model.predict_proba(vb[:10]), back.predict_proba(vb[:10])):
+        np.testing.assert_array_equal(a, b)

@@ -429,3 +429,23 @@ def test_fit_mimm_refuses_bad_arguments():
         fit_mimm(data, prior, "tied")
     with pytest.raises(ValueError, match="n_init >= 1"):
         fit_mimm(data, prior, n_init=0)
+
+
+def test_cli_fits_mimm_and_predicts_and_evaluates_with_it(tmp_path, capsys):
+    from orlr_ppl.cli import main
+
+    out = tmp_path / "mimm"
+    fit = ["fit", "--dataset", "digits", "--n-bags", "40", "--quiet", "--method", "mimm"]
+    assert main([*fit, "--covariance", "full", "--max-iter", "40", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "fitted MIMM on 40 bags" in printed
+    model = MIMM.load(out)
+    assert model.covariance == "full" and model.covariances_.ndim == 3
+    assert main(["predict", "--model", str(out), "--dataset", "digits", "--n-bags", "20"]) == 0
+    assert capsys.readouterr().out.startswith("bag_id,instance,label,p(0)")
+    assert main(["evaluate", "--model", str(out), "--dataset", "digits", "--n-bags", "20", "--json"]) == 0
+    assert 0.3 < json.loads(capsys.readouterr().out)["instance_accuracy_inductive"] <= 1.0
+    # ORLR's options are refused, in one line, not ignored.
+    assert main([*fit, "--kernel", "rbf", "--prior", "l21", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "--prior, --kernel" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -210,15 +210,14 @@ def fittable(data: MIMLData, args: argparse.Namespace) -> tuple[MIMLData, list[s
 
 def fit(args: argparse.Namespace) -> int:
     data, _ = fittable(load_dataset(args), args)
-    model = estimator_from_args(args)
-    folder = Path("models") / f"orlr-{args.method}" if args.out is None else Path(args.out)
+    model, name = _model_to_fit(args)
+    default = "mimm" if args.method == "mimm" else f"orlr-{args.method}"
+    folder = Path("models") / default if args.out is None else Path(args.out)
     _refuse_overwrite([folder], args.force)
     model = fit_quietly(model, data)
     folder = model.save(folder, overwrite=args.force)
-    print(
-        f"fitted ORLR ({args.method}) on {data.n_bags} bags ({data.n_instances} instances); saved to {folder}"
-    )
-    if model.pruned_bags_:
+    print(f"fitted {name} on {data.n_bags} bags ({data.n_instances} instances); saved to {folder}")
+    if getattr(model, "pruned_bags_", None):
         pruned = model.pruned_bags_
         where = "positions among the bags fitted"
         print(f"pruned {len(pruned)} bag(s) with the most DP work ({where}): {pruned}")
@@ -229,10 +228,36 @@ def fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_model(path: str):
-    from ..estimators import ORLR
+_ORLR_ONLY = {
+    "prior": "normal",
+    "kernel": "none",
+    "novel_class": False,
+    "leak": None,
+    "prune": 0.0,
+    "bag_fraction": 1.0,
+    "prior_scale": 1.0,
+}
+"""``fit``'s ORLR options, at their defaults: ``--method mimm`` refuses any other value."""
 
-    return ORLR.load(path)
+
+def _model_to_fit(args: argparse.Namespace) -> tuple[Any, str]:
+    """``fit``'s estimator and its display name: ORLR by ``--method``, or MIMM."""
+    if args.method != "mimm":
+        return estimator_from_args(args), f"ORLR ({args.method})"
+    from ..estimators import MIMM
+
+    given = [k for k, default in _ORLR_ONLY.items() if getattr(args, k, default) != default]
+    if given:
+        shown = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise ValueError(f"{shown}: ORLR options, which --method mimm does not take; leave them out")
+    max_iter = 200 if args.max_iter is None else args.max_iter
+    return MIMM(covariance=args.covariance, max_iter=max_iter, random_state=args.seed), "MIMM"
+
+
+def _load_model(path: str):
+    from ..estimators.base import _BagClassifier
+
+    return _BagClassifier.load(path)
 
 
 def _class_names(model, data: MIMLData) -> list[str]:

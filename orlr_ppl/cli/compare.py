@@ -11,7 +11,18 @@ from typing import Any
 from .commands import estimator_from_args, fittable
 from .sources import load_dataset
 
-COMPARED = ("orlr-em", "orlr-nuts", "orlr-novel", "korlr", "korlr-l21", "mimm", "softmax", "majority", "sim")
+COMPARED = (
+    "orlr-em",
+    "orlr-nuts",
+    "orlr-novel",
+    "korlr",
+    "korlr-l21",
+    "mimm",
+    "softmax",
+    "kslr",
+    "majority",
+    "sim",
+)
 """``--methods`` names, in the order the table lists them."""
 DEFAULT_METHODS = ("orlr-em", "orlr-nuts", "softmax", "majority", "sim")
 """``--methods``' default: the paper's linear methods (the others are asked for by name)."""
@@ -65,6 +76,12 @@ def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
         # Issue 13: the generative counterpart, a Gaussian per class (full covariance), EM.
         "mimm": ("MIMM", lambda: MIMM(covariance="full", random_state=args.seed)),
         "softmax": ("SoftmaxRegression", lambda: SoftmaxRegression()),
+        # Issue 13: K-SLR, the kernel upper bound: softmax on RBF features of the instance labels, its
+        # width and prior scale chosen by CV over the training bags' instances.
+        "kslr": (
+            "K-SLR",
+            lambda: SoftmaxRegression(kernel="rbf", gamma="auto", prior_scale="auto", random_state=args.seed),
+        ),
         "majority": ("MajorityClass", lambda: MajorityClass()),
         "sim": ("SIM", lambda: SIM(random_state=args.seed)),
     }

@@ -195,10 +195,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit_args(demo, num_warmup=200, num_samples=200, num_chains=2, max_num_samples=0)
     demo.set_defaults(func=commands.demo)
 
-    fit = _parser(sub, "fit", help="fit ORLR and save it")
+    fit = _parser(sub, "fit", help="fit ORLR (or MIMM) and save it")
     _add_data_args(fit, n_bags=300, split="train")
     _add_fit_args(fit)
-    fit.add_argument("--method", choices=["em", "map", "nuts", "svi"], default="em", help="inference method")
+    fit.add_argument(
+        "--method",
+        choices=["em", "map", "nuts", "svi", "mimm"],
+        default="em",
+        help="ORLR's inference method, or mimm: the multi-instance mixture model (EM)",
+    )
+    fit.add_argument("--covariance", choices=["diag", "full"], default="diag", help="mimm: class covariances")
     fit.add_argument(
         "--prune", type=float, default=0.0, help="fraction of bags with the most DP work to leave out"
     )
@@ -210,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_relaxation_args(fit)
     _add_row_args(fit)
-    fit.add_argument("--out", default=None, help="model folder (default: models/orlr-<method>)")
+    fit.add_argument("--out", default=None, help="model folder (default: models/orlr-<method>, models/mimm)")
     fit.add_argument("--force", action="store_true", help="overwrite a model already saved in --out")
     fit.set_defaults(func=commands.fit)
 
@@ -244,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(DEFAULT_METHODS),
         help=f"comma list of methods to compare, of {','.join(COMPARED)} (orlr-novel: a novel class and "
         "a learnt leak; korlr, korlr-l21: kernel ORLR, its width and prior scale chosen by bag-level CV; "
-        "mimm: the multi-instance mixture model)",
+        "mimm: the multi-instance mixture model; kslr: K-SLR, softmax on kernel features of the "
+        "instance labels, the kernel upper bound)",
     )
     ev.add_argument(
         "--em-m-steps", type=int, default=1, help="ORLR-EM gradient steps per M-step (1: classic GEM)"

@@ -195,11 +195,13 @@ class _BagClassifier(BaseEstimator):
         self.training_shape_ = shape_of(feats)
         return self._fit_scaling(feats), label_sets, infer_n_classes(label_sets, n_classes)
 
-    def _instance_training_data(self, bags: Bags, instance_labels: Any) -> tuple[np.ndarray, np.ndarray, int]:
-        """Standardised flat (n, d) features, (n,) class indices and the class count (reference models).
+    def _instance_training_data(
+        self, bags: Bags, instance_labels: Any
+    ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+        """Standardised flat (n, d) features, (n,) class indices, the class count, (n,) each one's bag.
 
-        Instances labelled -1 (unlabelled) are left out of training (their
-        features still count for the standardisation).
+        For the reference models. Instances labelled -1 (unlabelled) are left
+        out of training (their features still count for the standardisation).
         """
         feats, instance_labels, n_classes = self._start_fit(
             bags, instance_labels, "instance_labels", fit_instance_labels
@@ -211,11 +213,12 @@ class _BagClassifier(BaseEstimator):
             raise ValueError(
                 f"all {y.size} instance labels are {UNLABELLED} (unlabelled): nothing to train on"
             )
+        bag_of = np.repeat(np.arange(len(feats)), [len(f) for f in feats])[labelled]
         x, y = x[labelled], y[labelled]
         n_classes = infer_n_classes([y], n_classes)
         check_instance_labels(y, n_classes)
         self.training_shape_ = shape_of(feats)
-        return x, y, n_classes
+        return x, y, n_classes, bag_of
 
     def _check_bags(self, bags: Bags) -> list[np.ndarray]:
         """Validated bags, standardised as in training: every prediction goes through here."""

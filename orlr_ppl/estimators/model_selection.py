@@ -11,7 +11,7 @@ the earlier candidate in the grid (the stronger prior, see ``ORLR``).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -70,7 +70,6 @@ def select_by_bag_cv(
         feats: B standardised (n_b, d) bags. label_sets: B class-index lists.
         grid: candidate parameter dicts (``set_params`` names).
     """
-    folds = bag_folds(len(feats), n_folds, seed)
     method = estimator.method if estimator.method in ("em", "map") else "map"
     fixed = {
         "method": method,
@@ -79,19 +78,41 @@ def select_by_bag_cv(
         "canonical_shapes": True,  # the folds' fits share compiled programs
         "progress_bar": False,
     }
-    if (
-        estimator.prior == "group_horseshoe"
-    ):  # no MAP: candidates are scored under the Normal of the slab's scale
+    if estimator.prior == "group_horseshoe":  # no MAP: candidates are scored under the Normal of the slab
         fixed["prior"] = "normal"
+
+    def score(params: dict[str, Any], train: np.ndarray, test: np.ndarray) -> float:
+        model = clone(estimator).set_params(**fixed, **params)
+        model._fit_silently([feats[i] for i in train], [label_sets[i] for i in train])
+        return held_out_log_likelihood(model, [feats[i] for i in test], [label_sets[i] for i in test])
+
+    return select_by_cv(score, len(feats), grid, n_folds, seed)
+
+
+def select_by_cv(
+    score: Callable[[dict[str, Any], np.ndarray, np.ndarray], float],
+    n_bags: int,
+    grid: Sequence[dict[str, Any]],
+    n_folds: int,
+    seed: int = 0,
+) -> Selection:
+    """The grid's candidate with the best mean held-out score over ``n_folds`` folds of bags.
+
+    Args:
+        score: ``score(params, train_bags, test_bags)``, higher is better:
+            fit a candidate on the training bags (sorted index arrays), score
+            it on the test bags. Candidates run fold by fold, in grid order,
+            so a ``score`` may cache what one fold's candidates share.
+        n_bags: B; the folds split ``range(B)`` (``bag_folds``).
+
+    A winner at the edge of a grid of more than two values warns (UserWarning).
+    """
+    folds = bag_folds(n_bags, n_folds, seed)
     scores = np.zeros((len(grid), len(folds)))
     for f, test in enumerate(folds):
-        train = np.setdiff1d(np.arange(len(feats)), test)
-        tr_x, tr_y = [feats[i] for i in train], [label_sets[i] for i in train]
-        te_x, te_y = [feats[i] for i in test], [label_sets[i] for i in test]
+        train = np.setdiff1d(np.arange(n_bags), test)
         for g, params in enumerate(grid):
-            model = clone(estimator).set_params(**fixed, **params)
-            model._fit_silently(tr_x, tr_y)
-            scores[g, f] = held_out_log_likelihood(model, te_x, te_y)
+            scores[g, f] = score(params, train, test)
     mean = scores.mean(axis=1)
     table = [
         {**params, "mean_log_likelihood": float(m), "sd": float(s)}
@@ -103,9 +124,9 @@ def select_by_bag_cv(
         if len(values) > 2 and value in (values[0], values[-1]):
             shown = ", ".join(f"{v:.4g}" for v in values)
             warnings.warn(
-                f"bag-level CV chose {name}={value:.4g}, at the edge of its grid [{shown}]: "
+                f"CV chose {name}={value:.4g}, at the edge of its grid [{shown}]: "
                 f"the best value may lie beyond it; give {name} explicitly to look further (see cv_results_)",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
     return Selection(best, table)

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ..data.kernel import KernelMap, fit_kernel_map, median_gamma
+from ..data.kernel import median_gamma
 from ..dp.packing import canonical_size
 from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
-from .base import SCALING_ARRAYS
+from .kernel_features import _KernelFeatures
 from .model_selection import GAMMA_FACTORS, PRIOR_SCALES, select_by_bag_cv
 
 INCLUSION_EFFECT = 0.5
@@ -27,30 +27,8 @@ INCLUSION_EFFECT = 0.5
 moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, odds x 1.65)."""
 
 
-class _RowFeatures:
-    """Mixin of ``ORLR``: the feature map before the linear model, and what its rows are worth."""
-
-    kernel: str | None
-    nystroem: bool
-    _optional_arrays = ("row_scale_",)  # folders saved before row_scale_ existed lack it
-
-    @property
-    def _saved_arrays(self) -> dict[str, tuple[str, ...]]:  # type: ignore[override]
-        arrays = {"coef_": ("R", "K"), "intercept_": ("K",), **SCALING_ARRAYS, "row_scale_": ("R",)}
-        if self.kernel is not None:
-            arrays["kernel_dictionary_"] = ("m", "d")
-            if self.nystroem:
-                arrays["kernel_projection_"] = ("m", "R")
-        return arrays
-
-    def _array_dims(self) -> dict[str, int]:
-        dims = super()._array_dims()  # type: ignore[misc]
-        dims["R"] = dims["d"]
-        if self.kernel is not None:
-            dims["m"] = int(np.shape(self.kernel_dictionary_)[0])
-            proj = getattr(self, "kernel_projection_", None)
-            dims["R"] = dims["m"] if proj is None or not self.nystroem else int(np.shape(proj)[1])
-        return dims
+class _RowFeatures(_KernelFeatures):
+    """Mixin of ``ORLR``: the kernel map's hyperparameters by bag-level CV, and what its rows are worth."""
 
     def _check_row_params(self) -> None:
         if self.prior not in WEIGHT_PRIORS:
@@ -69,10 +47,9 @@ class _RowFeatures:
                 "prior='group_horseshoe' learns its global shrinkage from the data; prior_scale is its slab "
                 "(the largest plausible row size): give a number, not 'auto'"
             )
+        self._check_gamma()
         if self.kernel is None:
             auto = [k for k in auto if k != "gamma"]
-        elif not (self.gamma == "auto" or (np.isscalar(self.gamma) and float(self.gamma) > 0)):
-            raise ValueError(f"gamma={self.gamma!r}: give a positive RBF width, or 'auto' (bag-level CV)")
         if auto and (self.novel_class or self.leak is not None):
             raise ValueError(
                 f"{'/'.join(auto)}='auto' chooses by the union model's held-out bag likelihood: "
@@ -93,15 +70,13 @@ class _RowFeatures:
         self._check_row_params()
         grid_gamma = [self.gamma]
         if self.kernel is not None and self.gamma == "auto":
-            seed = 0 if self.random_state is None else int(self.random_state)
-            base = median_gamma(np.concatenate(feats), seed)
+            base = median_gamma(np.concatenate(feats), self._seed())
             grid_gamma = [base * f for f in GAMMA_FACTORS]
         grid_scale = list(PRIOR_SCALES) if self.prior_scale == "auto" else [self.prior_scale]
         gamma, scale = grid_gamma[0], grid_scale[0]
         if len(grid_gamma) * len(grid_scale) > 1:
             grid = [{"gamma": g, "prior_scale": sc} for g in grid_gamma for sc in grid_scale]
-            seed = 0 if self.random_state is None else int(self.random_state)
-            chosen = select_by_bag_cv(self, feats, label_sets, n_classes, grid, self.cv_folds, seed)
+            chosen = select_by_bag_cv(self, feats, label_sets, n_classes, grid, self.cv_folds, self._seed())
             gamma, scale = chosen.best["gamma"], chosen.best["prior_scale"]
             self.cv_results_ = chosen.table
         self.prior_scale_ = scale
@@ -156,35 +131,6 @@ class _RowFeatures:
             zero = ~np.any(np.asarray(self.coef_) != 0, axis=1)
             if zero.any():
                 self._keep_rows(np.flatnonzero(~zero), int(zero.sum()))
-
-    def _kernel_map(self) -> KernelMap:
-        proj = self.kernel_projection_ if self.nystroem else None
-        return KernelMap(self.kernel_dictionary_, float(self.kernel_gamma_), proj)
-
-    def _build_kernel_map(self, feats: list[np.ndarray], gamma: float) -> list[np.ndarray]:
-        """Fit the kernel map on standardised training bags; return their kernel features."""
-        kmap = fit_kernel_map(
-            np.concatenate(feats),
-            self.kernel,
-            gamma,
-            self.dictionary_size,
-            bool(self.nystroem),
-            0 if self.random_state is None else int(self.random_state),
-        )
-        self.kernel_dictionary_, self.kernel_gamma_ = kmap.dictionary, kmap.gamma
-        if kmap.projection is not None:
-            self.kernel_projection_ = kmap.projection
-        return [kmap.transform(x) for x in feats]
-
-    def _map_features(self, feats: list[np.ndarray]) -> list[np.ndarray]:
-        """Standardised bags to the features the linear model sees (kernel features, or as they are)."""
-        if self.kernel is None:
-            return feats
-        kmap = self._kernel_map()
-        return [kmap.transform(x) for x in feats]
-
-    def _check_bags(self, bags: Any) -> list[np.ndarray]:
-        return self._map_features(super()._check_bags(bags))  # type: ignore[misc]
 
     def _row_scale(self) -> np.ndarray:
         """(R,) the training sd of each row's feature: 1 for standardised inputs."""
