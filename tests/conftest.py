@@ -1,17 +1,9 @@
 import os
 import sys
 
-# The tests compile far more than they run (small data, many programs): XLA's LLVM backend at its
-# lowest optimisation level compiles them 25-40% faster (test_em, test_letter_frost), and IEEE
-# semantics are the same at every level, so no result changes. Set before JAX starts its backend;
-# notebook kernels inherit it. A user's own XLA_FLAGS win; the package's users keep XLA's defaults.
-os.environ.setdefault(
-    "XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-)
-
-import jax  # noqa: E402
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+import jax
+import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 # One persistent compilation cache for the run, never under the user's home: each module's
