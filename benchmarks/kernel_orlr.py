@@ -33,7 +33,8 @@ HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "data"
 
 
-def _load(name: str):
+def load_dataset(name: str):
+    """Letter Frost, or HJA union (labelled segments; bags it cannot explain left out), from ../shared."""
     if name == "letter-frost":
         return load_letter_frost(SHARED / "letter-recognition.data")
     data, _ = load_hja(SHARED / "hja", "union", "labelled").drop_impossible()
@@ -125,7 +126,7 @@ def main() -> None:
     p.add_argument("--methods", default="korlr,kslr", help="comma list of korlr, kslr")
     args = p.parse_args()
     methods = set(args.methods.split(","))
-    data = _load(args.dataset)
+    data = load_dataset(args.dataset)
     print(f"{args.dataset}: {data!r}", flush=True)
     rows = []
     for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):

@@ -18,23 +18,11 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
+from kernel_orlr import load_dataset  # benchmarks/ is on the path of a script run from it
 
 from orlr_ppl import ORLR
-from orlr_ppl.data.datasets import load_letter_frost
-from orlr_ppl.data.hja import load_hja
-
-HERE = Path(__file__).resolve().parent
-SHARED = HERE.parent.parent / "shared" / "data"
-
-
-def _load(name: str):
-    if name == "letter-frost":
-        return load_letter_frost(SHARED / "letter-recognition.data")
-    data, _ = load_hja(SHARED / "hja", "union", "labelled").drop_impossible()
-    return data
 
 
 def _fold(train, test, args, fold: int) -> dict[str, float]:
@@ -81,7 +69,7 @@ def main() -> None:
     p.add_argument("--num-chains", type=int, default=4)
     p.add_argument("--num-samples", type=int, default=1000)
     args = p.parse_args()
-    data = _load(args.dataset)
+    data = load_dataset(args.dataset)
     print(f"{args.dataset}: {data!r}", flush=True)
     rows = []
     for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
