@@ -13,7 +13,7 @@ from numpyro.infer import Predictive
 from scipy.stats import chisquare
 
 import orlr_ppl
-from orlr_ppl.model.distribution import BagLabelSet
+from orlr_ppl.model.distribution import BagLabelSet, _inverse_cdf_categorical, categorical_from_uniform
 
 
 def _all_label_sets(n_classes: int) -> np.ndarray:
@@ -105,3 +105,25 @@ def test_obs_gradient_flows_through_logits():
     grad = jax.grad(log_joint)(z)
     post = orlr_ppl.instance_posteriors([np.asarray(z)], [[0, 1]])[0]
     np.testing.assert_allclose(grad, post - jax.nn.softmax(z, axis=1), atol=1e-6)
+
+
+def test_instance_labels_are_drawn_from_their_probabilities():
+    probs = np.array([[0.0, 0.5, 0.0, 0.5], [0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 1.0, 0.0]], np.float32)
+    edges = np.array([0.0, np.nextafter(np.float32(1), np.float32(0))], np.float32)
+    drawn = np.asarray(categorical_from_uniform(jnp.asarray(edges[:, None]), jnp.asarray(probs)))
+    # u = 0 takes the first class of positive probability, and u just below one the last, never
+    # a class of probability zero (the first row's class 0 and its trailing class 2 of zero width).
+    np.testing.assert_array_equal(drawn, [[1, 0, 2], [3, 3, 2]])
+    with np.errstate(divide="ignore"):
+        logits = jnp.asarray(np.where(probs > 0, np.log(probs), -1e4))  # exp(-1e4) is zero in float
+    draws = np.asarray(BagLabelSet(logits[None]).sample(jax.random.PRNGKey(3), (4,)))
+    assert draws.shape == (4, 1, 4)
+    # Each instance's classes are drawn at their probabilities, and impossible ones never.
+    labels = np.asarray(_inverse_cdf_categorical(jax.random.PRNGKey(0), logits, (20000, 3)))
+    for i, p in enumerate(probs):
+        counts = np.bincount(labels[:, i], minlength=4)
+        assert np.all(counts[p == 0] == 0)
+        if np.sum(p > 0) == 1:
+            assert counts[p > 0] == 20000
+        else:
+            assert chisquare(counts[p > 0], 20000 * p[p > 0]).pvalue > 1e-3

@@ -107,3 +107,62 @@ def test_map_on_miml_digits_annotates_instances():
     )
     # Chance is 0.1; bag labels alone must be enough to learn the digits.
     assert inductive > 0.85 and transductive > 0.95
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [{}, {"novel_class": True}, {"leak": 0.05}, {"known": True}, {"leak": "learn"}, {"underflow": True}],
+    ids=["plain", "novel", "fixed-leak", "known-labels", "learnt-leak", "underflow"],
+)
+def test_host_potential_and_gradient_are_the_model_s(variant):
+    """MAP's and the NUTS start's potential and gradient (E-step and Fisher's identity) equal autodiff's."""
+    from orlr_ppl.model.log_density import (
+        _fisher_jit,
+        potential_and_grad,
+        potential_and_grad_on_host,
+        prior_scales,
+    )
+    from orlr_ppl.model.numpyro_model import split_model_data, start_params
+
+    bags, sets = _toy(n_bags=12)
+    kwargs = {k: v for k, v in variant.items() if k in ("novel_class", "leak")}
+    if variant.get("known"):
+        kwargs["instance_labels"] = [np.where(np.arange(len(b)) == 0, s[0], -1) for b, s in zip(bags, sets)]
+    if variant.get("underflow"):  # identical instances with logits ~1e3 apart cannot reach 3 labels but
+        bags[2] = np.full_like(bags[2], 1000.0)  # at a chance ~e^-1e3: the fast DP underflows
+    with jax.enable_x64(True):
+        data = make_model_data(bags, sets, n_classes=4, dtype=np.float64, **kwargs)
+        arrays, shape = split_model_data(data)
+        rng = np.random.default_rng(2)
+        params = {k: jnp.asarray(rng.normal(size=np.shape(v))) for k, v in start_params(data).items()}
+        scales = prior_scales(0.8, 3.0, np.float64)
+        want = potential_and_grad(params, arrays, scales, shape, True)
+        got = potential_and_grad_on_host(params, arrays, scales, shape, True)
+        if variant.get("underflow"):  # the case the fallback is for really arises
+            assert not bool(_fisher_jit(params, arrays, scales, shape, True)[2])
+    assert np.isfinite(float(want[0]))
+    assert float(got[0]) == pytest.approx(float(want[0]), rel=1e-10)
+    for name in want[1]:
+        np.testing.assert_allclose(got[1][name], want[1][name], rtol=1e-8, atol=1e-10, err_msg=name)
+
+
+def test_draw_posteriors_on_host_redo_only_the_draws_near_underflow():
+    from orlr_ppl.dp.packing import pack_bags
+    from orlr_ppl.dp.ragged import _linear_posteriors_unchecked, draw_posteriors_on_host, linear_posteriors
+
+    bags, sets = _toy(n_bags=10)
+    flat = jnp.asarray(np.concatenate(bags), jnp.float32)
+    packed = pack_bags([len(b) for b in bags], [np.asarray(s) for s in sets])
+    rng = np.random.default_rng(4)
+    weights = [jnp.asarray(rng.normal(size=(3, 4)), jnp.float32) for _ in range(5)]
+    weights[3] = weights[3] * 3e3  # logits ~1e4: some bag's label set underflows in probability space
+    intercepts = [jnp.zeros(4, jnp.float32)] * 5
+    fast = [_linear_posteriors_unchecked(flat, w, b, packed) for w, b in zip(weights, intercepts)]
+    resolved = [bool(ok) for _, ok in fast]
+    assert resolved == [True, True, True, False, True]  # the fallback is needed for draw 3 alone
+    got = list(draw_posteriors_on_host(flat, weights, intercepts, packed, block=2))
+    assert len(got) == 5
+    for post, w, b in zip(got, weights, intercepts):
+        want = linear_posteriors(flat, w, b, packed)
+        assert np.all(np.isfinite(np.asarray(post)))
+        np.testing.assert_allclose(post, want, atol=1e-5)

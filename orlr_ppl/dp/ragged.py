@@ -8,7 +8,7 @@ and recompile only when the bucket shapes change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,7 @@ import numpy as np
 
 from .packing import Layout, PackedBags, canonical_size, pack_bags
 from .slots import slot_log_probs, spread_slots
-from .subset_dp import BucketInputs, buckets_dp
+from .subset_dp import BucketInputs, buckets_dp, buckets_dp_unchecked
 from .validation import DEFAULT_MAX_LABELS, check_label_sets, check_logits
 
 Array = jax.Array
@@ -29,9 +29,8 @@ def _slot_inputs(log_probs: Array, packed: PackedBags) -> list[BucketInputs]:
     ]
 
 
-def _posteriors_and_ll(log_probs: Array, packed: PackedBags) -> tuple[Array, Array]:
-    results = buckets_dp(_slot_inputs(log_probs, packed), with_posteriors=True)
-    n_classes = log_probs.shape[1]
+def _gather(results, packed: PackedBags, n_classes: int) -> tuple[Array, Array]:
+    """Bag-order (B,) log-likelihoods and instance-order (n_instances, C) posteriors from bucket results."""
     post = jnp.concatenate(
         [
             spread_slots(r.posteriors, b.labels, b.label_mask, n_classes).reshape(-1, n_classes)
@@ -40,6 +39,17 @@ def _posteriors_and_ll(log_probs: Array, packed: PackedBags) -> tuple[Array, Arr
     )[packed.instance_slot]
     ll = jnp.concatenate([r.log_likelihood for r in results])[packed.bag_slot]
     return ll, post
+
+
+def _posteriors_and_ll(log_probs: Array, packed: PackedBags) -> tuple[Array, Array]:
+    results = buckets_dp(_slot_inputs(log_probs, packed), with_posteriors=True)
+    return _gather(results, packed, log_probs.shape[1])
+
+
+def _posteriors_and_ll_unchecked(log_probs: Array, packed: PackedBags) -> tuple[Array, Array, Array]:
+    """``_posteriors_and_ll`` in probability space only, and () whether every bag was resolved there."""
+    results, resolved = buckets_dp_unchecked(_slot_inputs(log_probs, packed), with_posteriors=True)
+    return *_gather(results, packed, log_probs.shape[1]), resolved
 
 
 @jax.custom_vjp
@@ -154,6 +164,50 @@ def linear_posteriors(features: Array, weights: Array, intercepts: Array, packed
     return _posteriors_and_ll(jax.nn.log_softmax(features @ weights + intercepts, axis=-1), packed)[1]
 
 
+@jax.jit
+def _linear_posteriors_unchecked(
+    features: Array, weights: Array, intercepts: Array, packed: PackedBags
+) -> tuple[Array, Array]:
+    logits = features @ weights + intercepts
+    _, post, resolved = _posteriors_and_ll_unchecked(jax.nn.log_softmax(logits, axis=-1), packed)
+    return post, resolved
+
+
+@jax.jit
+def _packed_posteriors_unchecked(logits: Array, packed: PackedBags) -> tuple[Array, Array, Array]:
+    return _posteriors_and_ll_unchecked(jax.nn.log_softmax(logits, axis=-1), packed)
+
+
+@jax.jit
+def _packed_log_likelihood_unchecked(logits: Array, packed: PackedBags) -> tuple[Array, Array]:
+    inputs = _slot_inputs(jax.nn.log_softmax(logits, axis=-1), packed)
+    results, resolved = buckets_dp_unchecked(inputs, with_posteriors=False)
+    return jnp.concatenate([r.log_likelihood for r in results])[packed.bag_slot], resolved
+
+
+def draw_posteriors_on_host(
+    features: Array,
+    weights: Sequence[Array],
+    intercepts: Sequence[Array],
+    packed: PackedBags,
+    block: int = 16,
+) -> Iterator[Array]:
+    """``linear_posteriors`` of each draw (``weights`` S x (d, C), ``intercepts`` S x (C,)), in turn.
+
+    For callers on the host (predictions): each draw runs in probability space
+    first, a program half the size of ``linear_posteriors``, whose log-space
+    fallback compiles only if some draw leaves a bag near underflow; that draw
+    is then redone with it. Draws are dispatched ``block`` at a time before
+    their flags are read, so they still run back to back, and memory holds
+    ``block`` draws' posteriors, not S.
+    """
+    for start in range(0, len(weights), block):
+        draws = list(zip(weights[start : start + block], intercepts[start : start + block]))
+        fast = [_linear_posteriors_unchecked(features, w, b, packed) for w, b in draws]
+        for (post, resolved), (w, b) in zip(fast, draws):
+            yield post if bool(resolved) else linear_posteriors(features, w, b, packed)
+
+
 def bag_log_likelihood(
     logits: Sequence[np.ndarray],
     label_sets: Sequence[Iterable[int]],
@@ -172,7 +226,11 @@ def bag_log_likelihood(
             ``check_label_sets``).
     """
     flat, packed, n_inst = _prepare_ragged(logits, label_sets, max_labels, canonical=True)
-    return np.asarray(packed_log_likelihood(flat, packed))[: len(n_inst)]
+    # Probability space first (half the program); the exact one only for bags near underflow.
+    ll, resolved = _packed_log_likelihood_unchecked(flat, packed)
+    if not bool(resolved):
+        ll = packed_log_likelihood(flat, packed)
+    return np.asarray(ll)[: len(n_inst)]
 
 
 def instance_posteriors(
@@ -187,5 +245,7 @@ def instance_posteriors(
         B arrays of shape (n_b, C); rows sum to one and are zero off ``Y_b``.
     """
     flat, packed, n_inst = _prepare_ragged(logits, label_sets, max_labels, canonical=True)
-    _, post = packed_posteriors(flat, packed)
+    _, post, resolved = _packed_posteriors_unchecked(flat, packed)
+    if not bool(resolved):
+        _, post = packed_posteriors(flat, packed)
     return np.split(np.asarray(post)[: sum(n_inst)], np.cumsum(n_inst)[:-1])

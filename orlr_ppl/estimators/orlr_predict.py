@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import softmax
 
-from ..dp.ragged import linear_posteriors
+from ..dp.ragged import draw_posteriors_on_host
 from .base import split_by_bag
 from .orlr_fit import pack_draw_inputs
 from .relaxed import relaxed_draw_posteriors
@@ -79,7 +79,8 @@ class _ORLRPredictions:
             return
         flat, packed = pack_draw_inputs(feats, sets, self.canonical_shapes)
         rows = sum(len(x) for x in feats)
-        for w, b in zip(*self._draws()):  # dispatched ahead: no host round trip per draw
-            yield linear_posteriors(flat, jnp.asarray(w, flat.dtype), jnp.asarray(b, flat.dtype), packed)[
-                :rows
-            ]
+        w, b = self._draws()
+        weights = [jnp.asarray(x, flat.dtype) for x in w]
+        intercepts = [jnp.asarray(x, flat.dtype) for x in b]
+        for post in draw_posteriors_on_host(flat, weights, intercepts, packed):
+            yield post[:rows]

@@ -11,7 +11,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from scipy.optimize import minimize
 
-from ..model.log_density import Params, Scales, potential, potential_and_grad, prior_scales
+from ..model.log_density import Params, Scales, potential, potential_and_grad_on_host, prior_scales
 from ..model.numpyro_model import (
     ModelArrays,
     ModelData,
@@ -55,7 +55,7 @@ def fit_map(
 ) -> MAPResult:
     """Maximise ``orlr_model``'s log posterior with scipy's L-BFGS-B.
 
-    The objective and its gradient come from ``log_density.potential_and_grad``,
+    The objective and its gradient come from ``log_density.potential_and_grad_on_host``,
     compiled once per shape family (the data are its arguments), so the NUTS
     start that follows a MAP, or the next fold's MAP, reuses the compilation.
     The gradient is the DP's backward pass. L-BFGS-B's own steps run on the
@@ -109,7 +109,9 @@ def fit_map(
     flat0, unravel = ravel_pytree(init)
 
     def _fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = potential_and_grad(unravel(jnp.asarray(x, dtype)), arrays, scales, shape, fit_intercept)
+        value, grad = potential_and_grad_on_host(
+            unravel(jnp.asarray(x, dtype)), arrays, scales, shape, fit_intercept
+        )
         return float(value), np.asarray(ravel_pytree(grad)[0], dtype=np.float64)
 
     res = minimize(

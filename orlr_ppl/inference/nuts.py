@@ -19,7 +19,7 @@ use ``numpyro.infer.MCMC``:
 - compile less: ``MCMC`` compiles the log-density gradient three times (its
   initial-parameter search, the kernel's initial state, the trajectory loop),
   several seconds each on Letter Frost. Here the starting states' potentials
-  and gradients come from ``log_density.potential_and_grad``, the very
+  and gradients come from ``log_density.potential_and_grad_on_host``, the very
   executable the MAP start compiled, so the program holds one copy, in the
   trajectory loop.
 
@@ -51,7 +51,7 @@ from ..model.log_density import (
     Scales,
     bucket_log_likelihoods,
     potential,
-    potential_and_grad,
+    potential_and_grad_on_host,
     prior_scales,
 )
 from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data
@@ -225,7 +225,8 @@ class Chains:
         self.iterations = 0
         starts = [jax.tree.map(lambda v, c=c: v[c], inits) for c in range(self.n_chains)]
         # The starting potentials and gradients come from the executable the MAP compiled.
-        evaluated = [potential_and_grad(z, arrays, scales, shape, settings.fit_intercept) for z in starts]
+        fit_intercept = settings.fit_intercept
+        evaluated = [potential_and_grad_on_host(z, arrays, scales, shape, fit_intercept) for z in starts]
         pe0 = jnp.stack([pe for pe, _ in evaluated])
         grad0 = jax.tree.map(lambda *g: jnp.stack(g), *[g for _, g in evaluated])
         if method == "sequential":

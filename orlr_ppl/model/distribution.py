@@ -18,6 +18,30 @@ from ..dp.validation import DEFAULT_MAX_LABELS
 Array = jax.Array
 
 
+def _inverse_cdf_categorical(key: Array, logits: Array, shape: tuple[int, ...]) -> Array:
+    """``shape`` categorical draws from ``logits`` (..., C), by one uniform per draw against the CDF.
+
+    ``random.categorical`` (Gumbel-max) draws C uniforms per draw, and under the
+    partitionable threefry that JAX uses by default its program compiled about
+    4 times slower: 13 s of the posterior predictive in a small NUTS fit.
+    """
+    probs = jax.nn.softmax(logits, axis=-1)
+    return categorical_from_uniform(random.uniform(key, shape, probs.dtype), probs)
+
+
+def categorical_from_uniform(u: Array, probs: Array) -> Array:
+    """The class whose CDF interval holds ``u``: (...,) uniforms in [0, 1), (..., C) probabilities.
+
+    Class ``c`` is drawn when ``cdf[c-1] <= u * cdf[-1] < cdf[c]``, an empty
+    interval for a class of probability zero. When rounding puts ``u * cdf[-1]``
+    at the total, the last class of positive probability is drawn.
+    """
+    cdf = jnp.cumsum(probs, axis=-1)
+    below = jnp.sum(cdf <= u[..., None] * cdf[..., -1:], axis=-1)
+    last = probs.shape[-1] - 1 - jnp.argmax(jnp.flip(probs > 0, axis=-1), axis=-1)
+    return jnp.minimum(below, last).astype(jnp.int32)
+
+
 def _slot_classes(present: Array, n_slots: int) -> Array:
     """(B, C) bool label sets -> (B, n_slots) int32 their classes in increasing order, 0 past the end.
 
@@ -160,7 +184,7 @@ class BagLabelSet(Distribution):
     def sample(self, key: Array, sample_shape: tuple[int, ...] = ()) -> Array:
         key_y, key_leak = random.split(key)
         shape = sample_shape + jnp.shape(self.logits)[:-1]
-        labels = random.categorical(key_y, self.logits, shape=shape)
+        labels = _inverse_cdf_categorical(key_y, self.logits, shape)
         if self.instance_labels is not None:
             labels = jnp.where(self.instance_labels >= 0, self.instance_labels, labels)
         n_logits = jnp.shape(self.logits)[-1]
