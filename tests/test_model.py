@@ -111,11 +111,20 @@ def test_map_on_miml_digits_annotates_instances():
 
 @pytest.mark.parametrize(
     "variant",
-    [{}, {"novel_class": True}, {"leak": 0.05}, {"known": True}, {"leak": "learn"}, {"underflow": True}],
-    ids=["plain", "novel", "fixed-leak", "known-labels", "learnt-leak", "underflow"],
+    [
+        {},
+        {"novel_class": True},
+        {"leak": 0.05},
+        {"known": True},
+        {"leak": "learn"},
+        {"weight_prior": "group_horseshoe"},
+        {"underflow": True},
+    ],
+    ids=["plain", "novel", "fixed-leak", "known-labels", "learnt-leak", "horseshoe", "underflow"],
 )
 def test_host_potential_and_gradient_are_the_model_s(variant):
-    """MAP's and the NUTS start's potential and gradient (E-step and Fisher's identity) equal autodiff's."""
+    """MAP's and the NUTS start's potential and gradient (E-step's DP, Fisher's identity) equal the
+    model's density and its autodiff gradient."""
     from orlr_ppl.model.log_density import (
         _fisher_jit,
         potential_and_grad,
@@ -125,7 +134,7 @@ def test_host_potential_and_gradient_are_the_model_s(variant):
     from orlr_ppl.model.numpyro_model import split_model_data, start_params
 
     bags, sets = _toy(n_bags=12)
-    kwargs = {k: v for k, v in variant.items() if k in ("novel_class", "leak")}
+    kwargs = {k: v for k, v in variant.items() if k in ("novel_class", "leak", "weight_prior")}
     if variant.get("known"):
         kwargs["instance_labels"] = [np.where(np.arange(len(b)) == 0, s[0], -1) for b, s in zip(bags, sets)]
     if variant.get("underflow"):  # identical instances with logits ~1e3 apart cannot reach 3 labels but
