@@ -8,8 +8,8 @@ construction. The data enter as
 traced arrays (``model.split_model_data``) and only the static ``ModelShape``
 and ``fit_intercept`` select a compiled program, so a second fit of the same
 shape family, or a MAP followed by NUTS, reuses what the first compiled:
-``potential_and_grad`` is compiled once and serves both the MAP's L-BFGS and
-the NUTS chains' starting states.
+``potential_and_grad_on_host`` is compiled once and serves both the MAP's
+L-BFGS and the NUTS chains' starting states.
 
 Scales are a pair ``(prior_scale, intercept_scale)`` of 0-d arrays or None
 (an improper flat prior); None changes the model, hence the compiled program,
@@ -248,9 +248,10 @@ def potential_and_grad_on_host(
 
     The E-step's DP (probability space only, all buckets in shared scans)
     gives the potential, and the gradient of ``Q`` at its posteriors gives the
-    gradient, by Fisher's identity. That program compiles in about a third of
-    ``potential_and_grad``'s time, which runs one DP per bucket, each with its
-    log-space fallback. A bag near underflow (the flag the E-step returns)
+    gradient, by Fisher's identity. On the demo's data that program compiled
+    in 4.6 s against 7.7 s for ``potential_and_grad``, which runs one DP per
+    bucket, each with its log-space fallback. A bag near underflow (the flag
+    the E-step returns)
     sends the call to ``potential_and_grad``, as does a learnt leak, whose
     parameter ``Q`` leaves out.
     """
