@@ -80,15 +80,25 @@ def test_padded_buckets_hold_real_bags_first_and_empty_padding():
     lengths = rng.integers(1, 9, 37)
     sets = [np.sort(rng.choice(6, min(n, int(rng.integers(1, 4))), replace=False)) for n in lengths]
     packed = pack_bags(lengths, sets, canonical=True)
-    seen = []
+    seen, sizes = [], []
     for b in packed.buckets:
         n_real = len(b.bag_ids)
         width, n_rows = b.mask.shape
         assert n_rows == canonical_size(n_rows) and width == canonical_size(width)
         assert n_rows >= n_real and not b.mask[:, n_real:].any() and not b.label_mask[:, n_real:].any()
-        assert b.label_mask[:, :n_real].all()
+        # A real bag fills its first |Y_b| slots with its labels, in order; a bucket of small work
+        # holds several label-set sizes (CANONICAL_MERGE_WORK), so it may leave slots empty.
+        for col, bag in enumerate(b.bag_ids):
+            k = len(sets[bag])
+            assert b.label_mask[:, col].tolist() == [True] * k + [False] * (b.labels.shape[0] - k)
+            assert b.labels[:k, col].tolist() == sets[bag].tolist()
+        sizes.append({len(sets[bag]) for bag in b.bag_ids})
         seen.extend(b.bag_ids.tolist())
     assert sorted(seen) == list(range(37))  # every bag once: nothing dropped, nothing doubled
+    assert any(len(s) > 1 for s in sizes)  # these small buckets merged across sizes
+    # Without canonical shapes, sizes merge only under SMALL_BUCKET_CELLS: a K = 10 bag keeps its own.
+    tight = pack_bags([3, 3, 11], [[0], [1, 2], np.arange(10)])
+    assert [b.labels.shape[0] for b in tight.buckets] == [2, 10]
     # The floor of four bags applies only where the padded work stays small.
     big = pack_bags([11], [np.arange(10)], canonical=True).buckets[0]
     assert big.mask.shape == (12, 1) and 4 * 12 * 10 * 2**10 > CANONICAL_FLOOR_WORK
@@ -247,3 +257,52 @@ def test_cross_validation_gives_canonical_models_one_layout(tmp_path):
     assert loaded.canonical_shapes is True
     for mine, theirs in zip(loaded.predict_proba(data.bags[:3]), model.predict_proba(data.bags[:3])):
         np.testing.assert_allclose(mine, theirs, rtol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["plain", "novel_leak_known"])
+def test_buckets_merged_across_label_set_sizes_change_no_result(variant, monkeypatch):
+    """Small buckets of several label-set sizes share one DP with masked slots: same values exactly.
+
+    The reference packs one bucket group per size (merging switched off); the merged packing puts
+    bags of 1, 2 and 3 labels into one bucket of K = 3. Potential, gradient, E-step posteriors and
+    the leak's posteriors agree bag by bag, under the relaxed model too (novel class, learnt leak,
+    known instance labels), where the novel class takes the slot after each bag's own labels.
+    """
+    import orlr_ppl.dp.packing as packing
+
+    rng = np.random.default_rng(3)
+    bags = [rng.normal(size=(int(n), 4)) for n in rng.integers(3, 7, 30)]
+    sets = [np.sort(rng.choice(5, 1 + b % 3, replace=False)) for b in range(30)]
+    relaxed = variant != "plain"
+    known = [np.where(np.arange(len(x)) == 0, s[0], -1) for x, s in zip(bags, sets)] if relaxed else None
+    kwargs = {"novel_class": True, "leak": "learn", "instance_labels": known} if relaxed else {}
+    c_out = 6 if relaxed else 5
+    params = {"W_raw": rng.normal(size=(4, c_out - 1)), "beta_raw": rng.normal(size=c_out - 1)}
+    if relaxed:
+        params["leak_logit"] = np.asarray(-2.0)
+    out = []
+    with jax.enable_x64(True):
+        scales = prior_scales(1.0, 5.0, np.float64)
+        for merge in (True, False):
+            if not merge:
+                monkeypatch.setattr(packing, "_merge_small", lambda plan, lengths, canonical: plan)
+            data = make_model_data(bags, sets, 5, dtype=np.float64, canonical_shapes=True, **kwargs)
+            arrays, shape = split_model_data(data)
+            value, grad = potential_and_grad(params, arrays, scales, shape, True)
+            e = jax.jit(e_step, static_argnums=3)(params, arrays, scales, shape)
+            post, leaked = {}, {}
+            for k, bucket in enumerate(data.buckets):
+                for row, bag in enumerate(bucket.bag_ids):
+                    post[int(bag)] = np.asarray(e.posteriors[k][row, : len(bags[bag])])
+                    if relaxed:
+                        leaked[int(bag)] = np.asarray(e.leaked[k][row])
+            out.append((float(value), grad, post, leaked, shape.max_labels))
+    (v1, g1, p1, l1, ks1), (v0, g0, p0, l0, ks0) = out
+    assert ks0 == (1, 2, 3) and ks1 == (3,)  # the reference really is one bucket per size
+    assert v1 == pytest.approx(v0, rel=1e-12)
+    for name in g0:
+        np.testing.assert_allclose(g1[name], g0[name], rtol=1e-10, atol=1e-12)
+    for b in range(30):
+        np.testing.assert_allclose(p1[b], p0[b], atol=1e-12)
+        if relaxed:
+            np.testing.assert_allclose(l1[b], l0[b], atol=1e-12)

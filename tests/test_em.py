@@ -167,7 +167,8 @@ def test_em_falls_back_to_exact_arithmetic_near_underflow():
     fast = em._em(em._start(params, 8, jax.random.PRNGKey(0)), *args, fallback=False)
     assert bool(fast.unresolved) and int(fast.n_iter) == 0  # the fast loop stopped at once
     exact = em._em(em._start(params, 8, jax.random.PRNGKey(0)), *args, fallback=True)
-    np.testing.assert_allclose(fit.history, np.asarray(exact.history), rtol=1e-6)
+    # float32, and the fit's M-step sums Q over real instances only (flat rows): round-off apart.
+    np.testing.assert_allclose(fit.history, np.asarray(exact.history), rtol=1e-5)
 
 
 def _simulated(n_bags: int = 300, seed: int = 0):

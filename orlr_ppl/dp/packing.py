@@ -3,7 +3,9 @@
 Bags are grouped by label-set size ``K`` (the DP's state count is ``2**K``) and,
 inside a size, by instance count, so that the total work is
 ``sum_b n_b * K_b * 2**K_b`` up to a bounded padding factor, never
-``2**max K``. Packing happens once, on the host. This is the package's one
+``2**max K``; only buckets of small work merge across sizes, because a bucket
+costs every compiled program a DP of its own (``CANONICAL_MERGE_WORK``).
+Packing happens once, on the host. This is the package's one
 layout of bags: the NumPyro model's ``ModelData`` pads features into these
 buckets, and ``dp.ragged`` pads logits into them.
 """
@@ -26,6 +28,16 @@ long bag never pads the short ones."""
 SMALL_BUCKET_CELLS = 1 << 14
 """Merge groups anyway while a bucket's padded work (cells * K * 2**K) stays
 under this: a separate scan costs more than that much padding."""
+
+CANONICAL_MERGE_WORK = 1 << 18
+"""With canonical shapes, neighbouring buckets merge, across label-set sizes
+too, while the merged bucket's padded work (bags * instances * K * 2**K)
+stays under this. Each bucket is a DP of its own in every compiled program,
+0.5-1 s of compile on a 2-core CPU, and EM or MAP runs the DP a few hundred
+times, so a few hundred thousand padded cells cost them milliseconds. Without
+canonical shapes (NUTS and SVI, which run it ~10**5 times) buckets merge
+across sizes only under ``SMALL_BUCKET_CELLS``. A bag in a bucket of larger
+``K`` has its extra slots masked (``Bucket.label_mask``): no result changes."""
 
 CANONICAL_FLOOR = 4
 CANONICAL_FLOOR_WORK = 1 << 16
@@ -68,7 +80,7 @@ def _canonical_shape(n_bags: int, width: int, n_slots: int) -> tuple[int, int]:
 
 
 class Bucket(NamedTuple):
-    """Bags with one label-set size, padded to one instance count.
+    """Bags padded to one instance count and ``K`` label slots, most often of one label-set size.
 
     Time-major and bag-minor, as the DP core wants them.
 
@@ -76,9 +88,11 @@ class Bucket(NamedTuple):
         rows: (N_k, B_k) int32, row of each instance in the flat instance
             array (0 on padding).
         mask: (N_k, B_k) bool, real instances.
-        labels: (K, B_k) int32, each bag's sorted label set.
-        label_mask: (K, B_k) bool, real label slots: all True for real bags,
-            all False for padding bags.
+        labels: (K, B_k) int32, each bag's sorted label set in its first
+            slots (0 in the rest).
+        label_mask: (K, B_k) bool, real label slots: the first ``|Y_b|`` of a
+            real bag (all ``K`` but where buckets of small work merged across
+            label-set sizes, ``CANONICAL_MERGE_WORK``), none of a padding bag.
         bag_ids: (R_k,) int32, the input positions of the bucket's first
             ``R_k <= B_k`` bags. Bags past them are padding (canonical
             shapes): no instances and an empty label set, so their likelihood
@@ -175,12 +189,12 @@ def pack_bags(
 class Layout(NamedTuple):
     """Fixed bucket shapes, for a stream of minibatches that must all pack alike (one compiled step).
 
-    Bags with ``k`` labels go to the first bucket of label-set size ``k``
-    whose ``max_length`` is at least their instance count.
+    A bag with ``k`` labels goes to the first bucket with at least ``k``
+    label slots whose ``max_length`` is at least its instance count.
 
     Attributes:
-        n_labels: (G,) label-set size of each bucket, increasing.
-        max_length: (G,) the longest bag each bucket takes (increasing within a size).
+        n_labels: (G,) label slots ``K`` of each bucket, nondecreasing.
+        max_length: (G,) the longest bag each bucket takes.
         n_rows: (G,) bags each bucket holds, real and padding.
         width: (G,) instances each bucket pads a bag to.
         max_instances: the most instances any collection it was planned for
@@ -196,39 +210,50 @@ class Layout(NamedTuple):
 
 
 def length_plan(
-    n_instances: np.ndarray, n_labels: np.ndarray, thin: int = 1
+    n_instances: np.ndarray, n_labels: np.ndarray, thin: int = 1, merge_work: int = SMALL_BUCKET_CELLS
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``pack_bags``' buckets for these bags, as (G,) label-set sizes and (G,) longest bag of each.
+    """``pack_bags``' buckets for these bags, as (G,) slot counts ``K`` and (G,) longest bag of each.
 
     ``thin``: plan on every ``thin``-th bag of each size (ranked by length),
     so that the merging of small buckets sees a minibatch's counts rather
     than the whole collection's; the last bucket of a size still takes its
-    longest bag.
+    longest bag. Neighbouring buckets then merge, across sizes too, while
+    their work stays under ``merge_work`` (``CANONICAL_MERGE_WORK``).
     """
     lengths, sizes = np.asarray(n_instances, np.int64), np.asarray(n_labels, np.int64)
-    ks, bounds = [], []
+    plan = []  # (K, bags of the sample, longest bag)
     for k in np.unique(sizes):
         of_k = np.sort(lengths[sizes == k])
         sample = of_k[:: max(int(thin), 1)]
-        tops = sorted(int(sample[g].max()) for g in _length_groups(sample, int(k)))
-        tops[-1] = int(of_k[-1])  # the last bucket takes the longest bag, sampled or not
-        ks += [int(k)] * len(tops)
-        bounds += tops
-    return np.array(ks, np.int64), np.array(bounds, np.int64)
+        groups = sorted((int(sample[g].max()), len(g)) for g in _length_groups(sample, int(k)))
+        groups[-1] = (int(of_k[-1]), groups[-1][1])  # the last bucket takes the longest bag, sampled or not
+        plan += [(int(k), count, top) for top, count in groups]
+    merged = plan[:1]
+    for k, count, top in plan[1:]:
+        _, count0, top0 = merged[-1]
+        if _work(count0 + count, max(top0, top), k) <= merge_work:
+            merged[-1] = (k, count0 + count, max(top0, top))
+        else:
+            merged.append((k, count, top))
+    return np.array([m[0] for m in merged], np.int64), np.array([m[2] for m in merged], np.int64)
 
 
 def layout_groups(
     n_instances: np.ndarray, n_labels: np.ndarray, plan: tuple[np.ndarray, np.ndarray]
 ) -> np.ndarray:
-    """(B,) the bucket of ``plan`` (``length_plan``) each bag goes to; -1 where none takes it."""
+    """(B,) the bucket of ``plan`` (``length_plan``) each bag goes to; -1 where none takes it.
+
+    A bag goes to the first bucket with at least its label count and length.
+    """
     lengths, sizes = np.asarray(n_instances, np.int64), np.asarray(n_labels, np.int64)
-    ks, bounds = plan
-    span = int(max(bounds.max(initial=0), lengths.max(initial=0))) + 1
-    # Buckets sorted by (size, bound): a search on size * span + length finds the first that fits.
-    found = np.searchsorted(ks * span + bounds, sizes * span + lengths, side="left")
-    ok = found < len(ks)
-    ok[ok] &= ks[found[ok]] == sizes[ok]
-    return np.where(ok, found, -1)
+    ks, bounds = (np.asarray(v, np.int64) for v in plan)
+    found = np.full(len(lengths), -1, np.int64)
+    step = 1 << 16  # bags at a time: a (bags, buckets) table, not one for millions of bags
+    for start in range(0, len(lengths), step):
+        part = slice(start, start + step)
+        fits = (ks[None, :] >= sizes[part, None]) & (bounds[None, :] >= lengths[part, None])
+        found[part] = np.where(fits.any(axis=1), fits.argmax(axis=1), -1)
+    return found
 
 
 def fixed_layout(plan: tuple[np.ndarray, np.ndarray], n_rows: np.ndarray) -> Layout:
@@ -279,7 +304,7 @@ def shared_layout(collections: Sequence[tuple[np.ndarray, np.ndarray]]) -> Layou
         collections: per collection, (n,) instance counts and (n,) label-set sizes.
     """
     lengths, sizes = (np.concatenate([np.asarray(c[i], np.int64) for c in collections]) for i in (0, 1))
-    plan = length_plan(lengths, sizes)
+    plan = length_plan(lengths, sizes, merge_work=CANONICAL_MERGE_WORK)
     rows = np.zeros(len(plan[0]), np.int64)
     for n, k in collections:
         rows = np.maximum(rows, np.bincount(layout_groups(n, k, plan), minlength=len(rows)))
@@ -320,7 +345,7 @@ def _plan(lengths: np.ndarray, sizes: np.ndarray, canonical: bool, layout: Layou
         counts = np.bincount(group[group >= 0], minlength=len(layout.n_labels))
         if np.any(group < 0) or np.any(counts > layout.n_rows):
             raise ValueError(
-                "bags do not fit the fixed layout (a label-set size or length it has no bucket for, or more "
+                "bags do not fit the fixed layout (more labels or instances than any bucket takes, or more "
                 "bags than a bucket's rows): plan the layout from every bag it will pack "
                 "(shared_layout, stream_layout)"
             )
@@ -337,7 +362,33 @@ def _plan(lengths: np.ndarray, sizes: np.ndarray, canonical: bool, layout: Layou
             ids = in_k[group]
             shape = len(ids), int(lengths[ids].max())
             plan.append((int(k), ids, _canonical_shape(*shape, int(k)) if canonical else shape))
-    return plan
+    return _merge_small(plan, lengths, canonical)
+
+
+def _work(n_rows: int, width: int, n_slots: int) -> int:
+    """A bucket's padded DP work: cells times ``K * 2**K``."""
+    return n_rows * width * max(n_slots, 1) * 2**n_slots
+
+
+def _merge_small(
+    plan: list[tuple[int, np.ndarray, tuple[int, int]]], lengths: np.ndarray, canonical: bool
+) -> list[tuple[int, np.ndarray, tuple[int, int]]]:
+    """Neighbouring buckets of ``plan`` (in increasing size) merged while their work stays small.
+
+    See ``CANONICAL_MERGE_WORK``; the merged bucket has the larger ``K``.
+    """
+    limit = CANONICAL_MERGE_WORK if canonical else SMALL_BUCKET_CELLS
+    out = plan[:1]
+    for k, ids, shape in plan[1:]:
+        k0, ids0, _ = out[-1]
+        both = np.concatenate([ids0, ids])
+        merged = len(both), int(lengths[both].max())
+        merged = _canonical_shape(*merged, k) if canonical else merged
+        if _work(*merged, k) <= limit:
+            out[-1] = (k, both, merged)
+        else:
+            out.append((k, ids, shape))
+    return out
 
 
 def _pack(
@@ -354,7 +405,6 @@ def _pack(
     bag_slot = np.empty(len(lengths), dtype=np.int64)
     n_slots_done = n_rows_done = 0
     for k, ids, (n_rows, width) in _plan(lengths, sizes, canonical, layout):
-        real = np.arange(n_rows) < len(ids)
         n_real = np.zeros(n_rows, np.int64)
         n_real[: len(ids)] = lengths[ids]
         first = np.zeros(n_rows, np.int64)
@@ -366,9 +416,12 @@ def _pack(
         instance_slot[index[mask]] = slots[mask]
         bag_slot[ids] = n_rows_done + np.arange(len(ids))
         labels = np.zeros((int(k), n_rows), np.int32)
-        if k and len(ids):  # a layout's bucket may hold no bag
-            labels[:, : len(ids)] = labels_of(ids, int(k))
-        label_mask = np.broadcast_to(real[None, :], labels.shape).copy()
+        label_mask = np.zeros((int(k), n_rows), bool)
+        of_ids = sizes[ids]
+        for size in np.unique(of_ids[of_ids > 0]):  # a merged bucket holds several sizes
+            cols = np.flatnonzero(of_ids == size)
+            labels[:size, cols] = labels_of(ids[cols], int(size))
+            label_mask[:size, cols] = True
         buckets.append(Bucket(index.astype(np.int32), mask, labels, label_mask, ids.astype(np.int32)))
         n_slots_done += mask.size
         n_rows_done += n_rows

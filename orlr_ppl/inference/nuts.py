@@ -291,14 +291,18 @@ def tree_depth(n_steps: np.ndarray) -> np.ndarray:
 
 def jittered_inits(
     init_values: dict[str, jax.Array], num_chains: int, jitter: float, seed: int
-) -> dict[str, jax.Array]:
-    """(num_chains, ...) starting points: ``init + jitter * N(0, 1)`` per chain and scalar."""
-    keys = jax.random.split(jax.random.PRNGKey(seed + 7919), len(init_values))
+) -> dict[str, np.ndarray]:
+    """(num_chains, ...) starting points: ``init + jitter * N(0, 1)`` per chain and scalar.
+
+    Drawn with NumPy on the host: ``jax.random.normal`` compiled a program for
+    every parameter shape, about 2.7 s of each NUTS fit on the CPU.
+    """
+    rng = np.random.default_rng([int(seed), 7919])
     out = {}
-    for key, (name, value) in zip(keys, sorted(init_values.items())):
-        value = jnp.asarray(value)
-        noise = jax.random.normal(key, (num_chains,) + value.shape, value.dtype)
-        out[name] = value[None] + jitter * noise
+    for name, value in sorted(init_values.items()):
+        value = np.asarray(value)
+        noise = rng.standard_normal((num_chains,) + value.shape)
+        out[name] = (value[None] + jitter * noise).astype(value.dtype)
     return out
 
 
@@ -357,7 +361,7 @@ def fit_nuts(
     dtype = data.buckets[0].features.dtype
     zeros = zeros_init(data, fit_intercept)
     start = zeros if init_values is None else dict(init_values)
-    start = {k: jnp.asarray(start.get(k, zeros[k]), dtype) for k in zeros}
+    start = {k: np.asarray(start.get(k, zeros[k]), dtype) for k in zeros}
     inits = jittered_inits(start, num_chains, init_jitter, seed)
     key = jax.random.PRNGKey(seed)
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]

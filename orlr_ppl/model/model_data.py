@@ -28,7 +28,7 @@ Array = jax.Array
 
 
 class ModelBucket(NamedTuple):
-    """Bags of one label-set size, padded to one instance count.
+    """Bags of at most ``max_labels`` labels (most often exactly), padded to one instance count.
 
     Attributes:
         features: (B_k, N_k, d) instance features (zero on padding).
@@ -38,8 +38,8 @@ class ModelBucket(NamedTuple):
             the rest are padding (``make_model_data(canonical_shapes=True)``),
             with no instances and an empty label set. None inside a compiled
             program (``join_model_data``), which never needs them.
-        max_labels: label-set size of the bucket (the DP's K), or the cap
-            when labels are unknown.
+        max_labels: the bucket's label slots (the DP's K): its largest
+            label-set size, or the cap when labels are unknown.
         instance_labels: (B_k, N_k) int32 known instance labels, -1 where
             unknown and on padding, or None (none known).
     """
@@ -277,7 +277,8 @@ def _model_data(
         obs = None
         if labelled:
             obs = np.zeros((mask.shape[0], n_classes), np.int32)
-            obs[np.arange(mask.shape[0])[None, :], labels] = np.asarray(bucket.label_mask)
+            real = np.asarray(bucket.label_mask)  # a bag may fill fewer than the bucket's K slots
+            obs[np.broadcast_to(np.arange(mask.shape[0]), labels.shape)[real], labels[real]] = 1
         k = labels.shape[0] if labelled else min(max_labels, n_classes)
         z = None if known is None else np.where(mask, known[rows], -1).astype(np.int32)
         buckets.append(ModelBucket(x, mask, obs, np.asarray(bucket.bag_ids), k, z))
