@@ -3,6 +3,7 @@
     python benchmarks/kernel_orlr.py [--dataset letter-frost|hja-union] [--folds 10] [--prior normal|l21]
         [--dictionary-size N] [--max-iter 200] [--methods korlr,kslr]
         [--gamma-factors 0.25,1,4,16] [--prior-scales 0.1,0.3,1,3,10]
+        [--run-folds 0,1,2] [--save rows.jsonl] [--summarise]
 
 Same bag-level folds (seed 0) as ``orlr-ppl evaluate``. Features standardised on each training
 fold (ORLR's default). K-ORLR: ``ORLR(kernel="rbf", gamma="auto", prior_scale="auto")``, both
@@ -16,13 +17,18 @@ K-SLR (``--methods kslr``), the upper bound: ``SoftmaxRegression(kernel="rbf", g
 prior_scale="auto")`` on the instance labels, both chosen by 3-fold CV over the training bags'
 instances, beside linear softmax regression (scikit-learn's lbfgs, the time reference).
 
-``--gamma-factors`` and ``--prior-scales`` replace the "auto" grids (``model_selection.GAMMA_FACTORS``
-and ``PRIOR_SCALES``, the defaults) for this run: a smaller grid where 60 fits per fold cost too much.
+``--gamma-factors`` and ``--prior-scales`` replace the "auto" grids (``GAMMA_FACTORS`` and
+``PRIOR_SCALES`` of ``model_selection``, the defaults) for this run: a smaller grid where 60 fits
+per fold cost too much. ``--run-folds`` fits only those folds, and ``--save`` appends each fold's
+row to a JSON-lines file, so that a run too long for one sitting is done in parts (each fold is
+seeded by its number: a part gives what the whole run would); ``--summarise`` then prints the
+summary from that file, refusing a missing fold.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import warnings
 from pathlib import Path
@@ -121,34 +127,12 @@ def _set_grids(gamma_factors: str | None, prior_scales: str | None) -> None:
         print(f"{name} = {values}", flush=True)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", choices=["letter-frost", "hja-union"], default="letter-frost")
-    p.add_argument("--folds", type=int, default=10)
-    p.add_argument("--prior", choices=["normal", "l21"], default="normal")
-    p.add_argument("--dictionary-size", type=int, default=None)
-    p.add_argument("--max-iter", type=int, default=200)
-    p.add_argument("--methods", default="korlr,kslr", help="comma list of korlr, kslr")
-    p.add_argument("--gamma-factors", default=None, help="comma list; default: GAMMA_FACTORS")
-    p.add_argument("--prior-scales", default=None, help="comma list; default: PRIOR_SCALES")
-    args = p.parse_args()
-    _set_grids(args.gamma_factors, args.prior_scales)
-    methods = set(args.methods.split(","))
-    data = load_dataset(args.dataset)
-    print(f"{args.dataset}: {data!r}", flush=True)
-    rows = []
-    for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
-        row = {}
-        if "korlr" in methods:
-            row.update(_korlr(train, test, args, fold))
-        if "kslr" in methods:
-            row.update(_kslr(train, test, args, fold))
-        rows.append(row)
-        print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in row.items()), flush=True)
+def _summarise(rows: list[dict[str, float]]) -> None:
+    """Means and sds of the accuracies over folds, and the median fit-time ratios."""
     for key in ("linear", "kernel", "softmax", "kslr"):
         if key in rows[0]:
             acc = np.array([r[key] for r in rows])
-            print(f"{key}: {100 * acc.mean():.1f} ± {100 * acc.std(ddof=1):.1f}")
+            print(f"{key}: {100 * acc.mean():.1f} ± {100 * acc.std(ddof=1):.1f} over {len(rows)} folds")
     for name, slow, fast in (
         ("kernel/linear ORLR", "t_kernel", "t_linear"),
         ("K-SLR/softmax", "t_kslr", "t_softmax"),
@@ -159,6 +143,71 @@ def main() -> None:
             print(
                 f"median fit-time ratio {name}: {ratio:.1f} with the selection, {final:.1f} final fit alone"
             )
+
+
+def _saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, float]]:
+    """The rows saved in ``path`` (JSON lines) for ``settings``: refuses missing, repeated, foreign folds."""
+    rows: dict[int, dict[str, float]] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        record = json.loads(line)
+        if record["settings"] != settings:
+            raise SystemExit(
+                f"{path}:{number}: saved with other settings {record['settings']}, not {settings}"
+            )
+        if record["fold"] in rows:
+            raise SystemExit(f"{path}:{number}: fold {record['fold']} saved twice; keep one line per fold")
+        rows[record["fold"]] = record["row"]
+    missing = sorted(set(range(n_folds)) - set(rows))
+    if missing:
+        raise SystemExit(f"{path}: folds {missing} not saved yet; run them with --run-folds")
+    return [rows[f] for f in range(n_folds)]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", choices=["letter-frost", "hja-union"], default="letter-frost")
+    p.add_argument("--folds", type=int, default=10)
+    p.add_argument("--prior", choices=["normal", "l21"], default="normal")
+    p.add_argument("--dictionary-size", type=int, default=None)
+    p.add_argument("--max-iter", type=int, default=200)
+    p.add_argument("--methods", default="korlr,kslr", help="comma list of korlr, kslr")
+    p.add_argument("--gamma-factors", default=None, help="comma list; default: GAMMA_FACTORS")
+    p.add_argument("--prior-scales", default=None, help="comma list; default: PRIOR_SCALES")
+    p.add_argument("--run-folds", default=None, help="comma list of the folds to fit (default: all)")
+    p.add_argument("--save", type=Path, default=None, help="append each fold's row here (JSON lines)")
+    p.add_argument("--summarise", action="store_true", help="fit nothing: summarise the folds in --save")
+    args = p.parse_args()
+    _set_grids(args.gamma_factors, args.prior_scales)
+    settings = {
+        k: getattr(args, k) for k in ("dataset", "folds", "prior", "dictionary_size", "max_iter", "methods")
+    }
+    settings.update(gamma_factors=model_selection.GAMMA_FACTORS, prior_scales=model_selection.PRIOR_SCALES)
+    settings = json.loads(json.dumps(settings))  # tuples as JSON lists, as a saved line reads back
+    if args.summarise:
+        if args.save is None:
+            raise SystemExit("--summarise reads the rows of --save FILE")
+        _summarise(_saved_rows(args.save, settings, args.folds))
+        return
+    methods = set(args.methods.split(","))
+    run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
+    data = load_dataset(args.dataset)
+    print(f"{args.dataset}: {data!r}", flush=True)
+    rows = []
+    for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
+        if fold not in run:
+            continue
+        row = {}
+        if "korlr" in methods:
+            row.update(_korlr(train, test, args, fold))
+        if "kslr" in methods:
+            row.update(_kslr(train, test, args, fold))
+        rows.append(row)
+        print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in row.items()), flush=True)
+        if args.save is not None:
+            with args.save.open("a") as out:
+                out.write(json.dumps({"settings": settings, "fold": fold, "row": row}) + "\n")
+    if len(rows) > 1:
+        _summarise(rows)
 
 
 if __name__ == "__main__":
