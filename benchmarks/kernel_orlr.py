@@ -38,7 +38,7 @@ import numpy as np
 from orlr_ppl import ORLR, SoftmaxRegression
 from orlr_ppl.data.datasets import load_letter_frost
 from orlr_ppl.data.hja import load_hja
-from orlr_ppl.estimators import baselines, model_selection, row_features
+from orlr_ppl.estimators import model_selection
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "data"
@@ -119,11 +119,10 @@ def _kslr(train, test, args, fold: int) -> dict[str, float]:
 
 
 def _set_grids(gamma_factors: str | None, prior_scales: str | None) -> None:
-    """Replace the "auto" candidate grids in every module that reads them (this process only)."""
+    """Replace ``model_selection``'s "auto" grids, which both estimators read, in this process."""
     for name, given in (("GAMMA_FACTORS", gamma_factors), ("PRIOR_SCALES", prior_scales)):
         values = tuple(float(v) for v in given.split(",")) if given else getattr(model_selection, name)
-        for module in (model_selection, row_features, baselines):
-            setattr(module, name, values)
+        setattr(model_selection, name, values)
         print(f"{name} = {values}", flush=True)
 
 

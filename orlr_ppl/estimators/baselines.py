@@ -18,10 +18,11 @@ from sklearn.utils.validation import check_is_fitted
 from ..data.kernel import fit_kernel_map, median_gamma
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..inference.diagnostics import ConvergenceWarning
+from . import model_selection  # its grids read at fit time, so one assignment changes both estimators'
 from .base import SCALING_ARRAYS, Bags, _BagClassifier
 from .inputs import to_feature_units
 from .kernel_features import _KernelFeatures
-from .model_selection import GAMMA_FACTORS, PRIOR_SCALES, select_by_cv
+from .model_selection import select_by_cv
 from .softmax_solver import SoftmaxFit, fit_softmax
 
 
@@ -113,8 +114,10 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         x, y, n_classes, bag_of = self._instance_training_data(bags, instance_labels)
         gammas = [self.gamma]
         if self.kernel is not None and self.gamma == "auto":
-            gammas = [median_gamma(x, self._seed()) * f for f in GAMMA_FACTORS]
-        scales = list(PRIOR_SCALES) if self.prior_scale == "auto" else [float(self.prior_scale)]
+            gammas = [median_gamma(x, self._seed()) * f for f in model_selection.GAMMA_FACTORS]
+        scales = (
+            list(model_selection.PRIOR_SCALES) if self.prior_scale == "auto" else [float(self.prior_scale)]
+        )
         grid = [{"gamma": g, "prior_scale": sc} for g in gammas for sc in scales]
         if self.kernel is None:
             grid = [{"prior_scale": sc} for sc in scales]

@@ -19,8 +19,9 @@ from sklearn.utils.validation import check_is_fitted
 from ..data.kernel import median_gamma
 from ..dp.packing import canonical_size
 from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
+from . import model_selection  # its grids read at fit time, so one assignment changes both estimators'
 from .kernel_features import _KernelFeatures
-from .model_selection import GAMMA_FACTORS, PRIOR_SCALES, select_by_bag_cv
+from .model_selection import select_by_bag_cv
 
 INCLUSION_EFFECT = 0.5
 """A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
@@ -71,8 +72,8 @@ class _RowFeatures(_KernelFeatures):
         grid_gamma = [self.gamma]
         if self.kernel is not None and self.gamma == "auto":
             base = median_gamma(np.concatenate(feats), self._seed())
-            grid_gamma = [base * f for f in GAMMA_FACTORS]
-        grid_scale = list(PRIOR_SCALES) if self.prior_scale == "auto" else [self.prior_scale]
+            grid_gamma = [base * f for f in model_selection.GAMMA_FACTORS]
+        grid_scale = list(model_selection.PRIOR_SCALES) if self.prior_scale == "auto" else [self.prior_scale]
         gamma, scale = grid_gamma[0], grid_scale[0]
         if len(grid_gamma) * len(grid_scale) > 1:
             grid = [{"gamma": g, "prior_scale": sc} for g in grid_gamma for sc in grid_scale]
