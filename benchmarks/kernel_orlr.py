@@ -144,7 +144,7 @@ def _summarise(rows: list[dict[str, float]]) -> None:
             )
 
 
-def _saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, float]]:
+def saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, float]]:
     """The rows saved in ``path`` (JSON lines) for ``settings``: refuses missing, repeated, foreign folds."""
     rows: dict[int, dict[str, float]] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -160,6 +160,12 @@ def _saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, floa
     if missing:
         raise SystemExit(f"{path}: folds {missing} not saved yet; run them with --run-folds")
     return [rows[f] for f in range(n_folds)]
+
+
+def save_row(path: Path, settings: dict, fold: int, row: dict[str, float]) -> None:
+    """Append ``fold``'s ``row`` to ``path`` (JSON lines), with the settings it was fitted under."""
+    with path.open("a") as out:
+        out.write(json.dumps({"settings": settings, "fold": fold, "row": row}) + "\n")
 
 
 def main() -> None:
@@ -185,7 +191,7 @@ def main() -> None:
     if args.summarise:
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
-        _summarise(_saved_rows(args.save, settings, args.folds))
+        _summarise(saved_rows(args.save, settings, args.folds))
         return
     methods = set(args.methods.split(","))
     run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
@@ -203,8 +209,7 @@ def main() -> None:
         rows.append(row)
         print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in row.items()), flush=True)
         if args.save is not None:
-            with args.save.open("a") as out:
-                out.write(json.dumps({"settings": settings, "fold": fold, "row": row}) + "\n")
+            save_row(args.save, settings, fold, row)
     if len(rows) > 1:
         _summarise(rows)
 

@@ -2,6 +2,7 @@
 
     python benchmarks/shrinkage_vs_l21.py [--dataset letter-frost|hja-union] [--folds 10]
         [--slab 3.0] [--num-chains 4] [--num-samples 1000]
+        [--run-folds 0,1,2] [--save rows.jsonl] [--summarise]
 
 Same bag-level folds (seed 0) as ``orlr-ppl evaluate``, linear features standardised on each
 training fold. l2,1 MAP: ``ORLR(method="map", prior="l21", prior_scale="auto")``, the penalty
@@ -11,14 +12,20 @@ class logit by at most a few nats per sd), its predictions the posterior mean of
 the draws kept. Prints per fold both inductive accuracies, the rows each keeps (MAP: non-zero;
 posterior: row_inclusion >= 0.5), the posterior's worst R-hat, least bulk/tail ESS and
 divergences, and the fit seconds; then means and sds, and the folds where each is ahead.
+
+As in ``kernel_orlr.py``: ``--run-folds`` fits only those folds, ``--save`` appends each fold's row
+to a JSON-lines file (each fold seeded by its number, so parts give what one run would), and
+``--summarise`` prints the summary from that file, refusing a missing fold.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import numpy as np
-from kernel_orlr import load_dataset, timed_fit  # benchmarks/ is on the path of a script run from it
+from kernel_orlr import load_dataset, save_row, saved_rows, timed_fit  # benchmarks/ is on the path
 
 from orlr_ppl import ORLR
 
@@ -52,23 +59,11 @@ def _fold(train, test, args, fold: int) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", choices=["letter-frost", "hja-union"], default="letter-frost")
-    p.add_argument("--folds", type=int, default=10)
-    p.add_argument("--slab", type=float, default=3.0)
-    p.add_argument("--num-chains", type=int, default=4)
-    p.add_argument("--num-samples", type=int, default=1000)
-    args = p.parse_args()
-    data = load_dataset(args.dataset)
-    print(f"{args.dataset}: {data!r}", flush=True)
-    rows = []
-    for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
-        rows.append(_fold(train, test, args, fold))
-        print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in rows[-1].items()), flush=True)
+def _summarise(rows: list[dict[str, float]]) -> None:
+    """Means and sds of both accuracies, the paired difference, and the worst diagnostics over folds."""
     for key in ("l21_map", "horseshoe_nuts"):
         acc = 100 * np.array([r[key] for r in rows])
-        print(f"{key}: {acc.mean():.1f} ± {acc.std(ddof=1):.1f}")
+        print(f"{key}: {acc.mean():.1f} ± {acc.std(ddof=1):.1f} over {len(rows)} folds")
     diff = 100 * np.array([r["horseshoe_nuts"] - r["l21_map"] for r in rows])
     print(
         f"posterior - MAP: {diff.mean():+.1f} points (sd {diff.std(ddof=1):.1f}); posterior ahead in "
@@ -79,6 +74,39 @@ def main() -> None:
         f"{min(r['ess_bulk'] for r in rows):.0f}/{min(r['ess_tail'] for r in rows):.0f}, "
         f"divergences {sum(r['divergent'] for r in rows)}"
     )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", choices=["letter-frost", "hja-union"], default="letter-frost")
+    p.add_argument("--folds", type=int, default=10)
+    p.add_argument("--slab", type=float, default=3.0)
+    p.add_argument("--num-chains", type=int, default=4)
+    p.add_argument("--num-samples", type=int, default=1000)
+    p.add_argument("--run-folds", default=None, help="comma list of the folds to fit (default: all)")
+    p.add_argument("--save", type=Path, default=None, help="append each fold's row here (JSON lines)")
+    p.add_argument("--summarise", action="store_true", help="fit nothing: summarise the folds in --save")
+    args = p.parse_args()
+    settings = {k: getattr(args, k) for k in ("dataset", "folds", "slab", "num_chains", "num_samples")}
+    settings = json.loads(json.dumps(settings))
+    if args.summarise:
+        if args.save is None:
+            raise SystemExit("--summarise reads the rows of --save FILE")
+        _summarise(saved_rows(args.save, settings, args.folds))
+        return
+    run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
+    data = load_dataset(args.dataset)
+    print(f"{args.dataset}: {data!r}", flush=True)
+    rows = []
+    for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
+        if fold not in run:
+            continue
+        rows.append(_fold(train, test, args, fold))
+        print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in rows[-1].items()), flush=True)
+        if args.save is not None:
+            save_row(args.save, settings, fold, rows[-1])
+    if len(rows) > 1:
+        _summarise(rows)
 
 
 if __name__ == "__main__":

@@ -53,18 +53,16 @@ def test_e_step_and_q_are_the_model_s(digits):
     from scipy.special import log_softmax
 
     from orlr_ppl import instance_posteriors
+    from orlr_ppl.model import log_density as ld
     from orlr_ppl.model.log_density import e_step as eager_e_step
-    from orlr_ppl.model.log_density import (
-        expected_log_joint,
-        expected_log_joint_flat,
-        flat_responsibilities,
-        flat_rows,
-        prior_scales,
-    )
+    from orlr_ppl.model.log_density import flat_rows, prior_scales
     from orlr_ppl.model.numpyro_model import orlr_model, split_model_data
 
     # Compiled as every fit compiles it: run eagerly, op by op, the DP took most of this test's time.
     e_step = jax.jit(eager_e_step, static_argnums=(3,))
+    expected_log_joint = jax.jit(ld.expected_log_joint, static_argnums=(4,))
+    expected_log_joint_flat = jax.jit(ld.expected_log_joint_flat, static_argnums=(5,))
+    flat_responsibilities = jax.jit(ld.flat_responsibilities)
     rng = np.random.default_rng(0)
     params = {"W_raw": rng.normal(size=(64, 9)) * 0.1, "beta_raw": rng.normal(size=9)}
     with jax.enable_x64(True):

@@ -61,6 +61,7 @@ SHARDED = textwrap.dedent(
     from test_scale import _bags
     from orlr_ppl.data.store import write_bag_store
     from orlr_ppl.inference.em import fit_em
+    from orlr_ppl.inference import streaming
     from orlr_ppl.inference.streaming import fit_streaming
     from orlr_ppl.model import bag_mesh, make_model_data, shard_model_data
     from orlr_ppl.model.log_density import potential_and_grad, prior_scales
@@ -91,8 +92,10 @@ SHARDED = textwrap.dedent(
     # A streamed fit with every minibatch sharded (and padded) over the mesh: the same steps.
     store = write_bag_store({store!r}, bags, sets, 5, bags_per_shard=61)
     for name, mesh in (("one", None), ("two", bag_mesh())):
+        before = streaming._map_step._cache_size()
         fit = fit_streaming(store, epochs=1, batch_bags=31, learning_rate=0.05, mesh=mesh)
-        out[name].update(stream_W=fit.W.tolist(), stream_losses=fit.losses.tolist())
+        out[name].update(stream_W=fit.W.tolist(), stream_losses=fit.losses.tolist(),
+                         stream_programs=streaming._map_step._cache_size() - before)
     print(json.dumps(out))
     """
 )
@@ -119,6 +122,7 @@ def test_bags_sharded_over_two_devices_give_one_device_s_results(tmp_path):
     np.testing.assert_allclose(two["em_W"], one["em_W"], atol=2e-3)
     np.testing.assert_allclose(two["stream_losses"], one["stream_losses"], rtol=1e-4)
     np.testing.assert_allclose(two["stream_W"], one["stream_W"], atol=1e-4)
+    assert len(two["stream_losses"]) == 2 and two["stream_programs"] == 1  # both steps: one program
 
 
 # (b) The store -------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from ..model.numpyro_model import (
     split_model_data,
     sum_to_zero_basis,
 )
-from ..model.sharding import shard_model_data
+from ..model.sharding import replicate, shard_model_data
 
 if TYPE_CHECKING:  # the store is the data layer's; this layer takes it as an argument
     from ..data.store import BagStore
@@ -306,6 +306,8 @@ def _stream(
     _check_steps(store, batch_bags, process_count)
     n_bags, lr = np.asarray(store.n_bags, store.dtype), np.asarray(learning_rate, store.dtype)
     losses, plan = [], stream_plan(store, batch_bags)  # one layout, one compiled step, for every epoch
+    if mesh is not None:  # placed as the step returns it, so the second step reuses the first's program
+        state = replicate(state, mesh)
     for epoch in range(int(epochs)):
         batches = model_minibatches(
             store, batch_bags, seed, epoch, True, mesh, process_index, process_count, plan

@@ -28,6 +28,7 @@ instance counts may differ and are padded to the largest.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import jax
 import numpy as np
@@ -36,6 +37,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from .numpyro_model import ModelBucket, ModelData
 
 DEFAULT_AXIS = "bags"
+T = TypeVar("T")  # a pytree of arrays
 
 
 def bag_mesh(devices: Sequence[jax.Device] | None = None, axis: str = DEFAULT_AXIS) -> Mesh:
@@ -122,6 +124,19 @@ def shard_model_data(data: ModelData, mesh: Mesh | None = None, axis: str = DEFA
         x, m, y = (place(a) for a in padded)
         buckets.append(ModelBucket(x, m, y, bucket.bag_ids, bucket.max_labels, place(known)))
     return data._replace(buckets=tuple(buckets))
+
+
+def replicate(tree: T, mesh: Mesh) -> T:
+    """``tree``'s arrays copied whole onto every device of ``mesh`` (``NamedSharding(mesh, P())``).
+
+    A jitted step whose parameters come back replicated from a sharded
+    minibatch would otherwise see them placed differently from the host
+    arrays it started with, and compile a second time.
+    """
+    sharding = NamedSharding(mesh, PartitionSpec())
+    if len({d.process_index for d in mesh.devices.flat}) > 1:  # every process holds the same values
+        return jax.tree.map(lambda a: jax.make_array_from_process_local_data(sharding, np.asarray(a)), tree)
+    return jax.device_put(tree, sharding)
 
 
 def is_sharded(arrays: tuple) -> bool:
