@@ -134,6 +134,9 @@ def test_second_fit_of_the_same_shapes_compiles_nothing(digits):
     rescaled = make_model_data([2.0 * x for x in other.bags], other.label_sets, 10)
     fit_em(rescaled, prior_scale=0.5, max_iter=3, tol=1e-3, m_steps=4)
     assert em._em._cache_size() == before
+    longer = fit_em(rescaled, prior_scale=0.5, max_iter=40, tol=0.0)  # max_iter is a value, not a shape
+    assert em._em._cache_size() == before
+    assert longer.n_iter == 40 and len(longer.history) == 41 and np.all(np.isfinite(longer.history))
 
 
 def test_em_falls_back_to_exact_arithmetic_near_underflow():
@@ -162,11 +165,12 @@ def test_em_falls_back_to_exact_arithmetic_near_underflow():
     arrays, shape = split_model_data(data)
     params = {"W_raw": jnp.asarray(init["W_raw"]), "beta_raw": jnp.zeros(2, jnp.float32)}
     args = (arrays, prior_scales(1.0, None), jnp.asarray(0.0), jnp.asarray(10), shape, True)
-    fast = em._em(em._start(params, 8, jax.random.PRNGKey(0)), *args, fallback=False)
+    fast = em._em(em._start(params, em.history_length(8), 8, jax.random.PRNGKey(0)), *args, fallback=False)
     assert bool(fast.unresolved) and int(fast.n_iter) == 0  # the fast loop stopped at once
-    exact = em._em(em._start(params, 8, jax.random.PRNGKey(0)), *args, fallback=True)
+    exact = em._em(em._start(params, em.history_length(8), 8, jax.random.PRNGKey(0)), *args, fallback=True)
     # float32, and the fit's M-step sums Q over real instances only (flat rows): round-off apart.
-    np.testing.assert_allclose(fit.history, np.asarray(exact.history), rtol=1e-5)
+    np.testing.assert_allclose(fit.history, np.asarray(exact.history)[:9], rtol=1e-5)
+    assert np.all(np.isnan(np.asarray(exact.history)[9:]))  # nothing written past max_iter
 
 
 def _simulated(n_bags: int = 300, seed: int = 0):

@@ -130,25 +130,38 @@ def _ascent() -> optax.GradientTransformationExtraArgs:
 class _State(NamedTuple):
     params: Params
     opt_state: optax.OptState  # the line search's last accepted step
-    history: Array  # (max_iter + 1,), NaN past the last iteration
+    history: Array  # (H,), H = history_length(max_iter); NaN past the last iteration
     n_iter: Array  # M-steps taken
     converged: Array
     done: Array
     unresolved: Array  # stopped at an E-step the probability-space DP could not resolve
     key: Array  # stochastic EM's draws of bags
+    max_iter: Array  # () int32: a value, not a shape, so fits of any max_iter share one program
 
 
-@functools.partial(jax.jit, static_argnums=(1, 3))
-def _start(params: Params, max_iter: int, key: Array, proximal: bool = False) -> _State:
+MIN_HISTORY = 512
+"""The shortest history buffer: every fit of up to 511 iterations shares one compiled ``_em``."""
+
+
+def history_length(max_iter: int) -> int:
+    """The history buffer's length for ``max_iter`` iterations: a power of two, at least ``MIN_HISTORY``."""
+    return max(MIN_HISTORY, 1 << int(max_iter).bit_length())
+
+
+@functools.partial(jax.jit, static_argnums=(1, 4))
+def _start(params: Params, length: int, max_iter: Array, key: Array, proximal: bool = False) -> _State:
     """The state before the first E-step; one small program, not one per array built eagerly.
 
+    ``length``: the history buffer's (``history_length``; > ``max_iter``).
     ``proximal``: the M-step is ``prox.proximal_steps``, whose state is its last step size.
     """
     dtype = jax.tree.leaves(params)[0].dtype
-    history = jnp.full((max_iter + 1,), jnp.nan, dtype)
+    history = jnp.full((length,), jnp.nan, dtype)
     no = jnp.asarray(False)
     opt_state = jnp.asarray(1.0, dtype) if proximal else _ascent().init(_weights(params))
-    return _State(params, opt_state, history, jnp.asarray(0), no, no, no, key)
+    return _State(
+        params, opt_state, history, jnp.asarray(0), no, no, no, key, jnp.asarray(max_iter, jnp.int32)
+    )
 
 
 def _weights(params: Params) -> Params:
@@ -289,7 +302,7 @@ def _em(
     prior of that scale is added to the log joint and the M-step is proximal,
     with steps of at least ``min_step`` (``prox.lipschitz_bound``).
     """
-    max_iter = start.history.shape[0] - 1
+    max_iter = start.max_iter
 
     def _e_step(params: Params, batch: ModelArrays) -> EStep:
         e = e_step(params, batch, scales, shape, fit_intercept, fallback)
@@ -327,7 +340,8 @@ def _em(
         n_iter = s.n_iter + jnp.where(stop, 0, 1)
         # An unresolved pass is redone (with the fallback) on the same draw: keep the key.
         key = jnp.where(e.resolved, key, s.key)
-        return _State(params, opt_state, history, n_iter, converged & e.resolved, stop, ~e.resolved, key)
+        done_now = converged & e.resolved
+        return _State(params, opt_state, history, n_iter, done_now, stop, ~e.resolved, key, s.max_iter)
 
     return lax.while_loop(lambda s: ~s.done, _pass, start)
 
@@ -354,8 +368,8 @@ def fit_em(
         data: from ``model.make_model_data``.
         prior_scale, intercept_scale: Normal prior sds; None (default) is no
             prior, plain maximum likelihood, as in the paper.
-        max_iter: EM iterations (the paper's 50 by default); part of the
-            compiled program's shape (the history's length).
+        max_iter: EM iterations (the paper's 50 by default); a value of the
+            compiled program, so fits that differ only in it share one.
         tol: stop when the log posterior's relative change is below this.
         m_steps: line-searched gradient steps per M-step (1 is the classic
             generalised EM).
@@ -401,7 +415,7 @@ def fit_em(
         bound = lipschitz_bound(arrays, intercept_scale if fit_intercept else None, 1.0 / float(bag_fraction))
         min_step = np.asarray(1.0 / bound, dtype)
     state = _em(
-        _start(params, int(max_iter), key, l21 is not None),
+        _start(params, history_length(int(max_iter)), np.int32(max_iter), key, l21 is not None),
         *args,
         fallback=False,
         sizes=sizes,
