@@ -70,6 +70,7 @@ from ..model.numpyro_model import (
 )
 from ..model.priors import group_laplace_log_prob, l21_log_prior
 from ..model.sharding import is_sharded
+from .leak_step import leak_update
 from .prox import lipschitz_bound, proximal_steps
 from .stochastic_em import draw_bags, sample_sizes, weighted
 
@@ -167,24 +168,6 @@ def _start(params: Params, length: int, max_iter: Array, key: Array, proximal: b
 def _weights(params: Params) -> Params:
     """The parameters the M-step's gradient steps move: all but the leak, which has a closed form."""
     return {k: v for k, v in params.items() if k != "leak_logit"}
-
-
-def _leak_update(params: Params, e: EStep, arrays: ModelArrays, weights: Array | None, shape: ModelShape):
-    """The leak's M-step in closed form: ``logit((E[leaks] + a) / (trials + a + b))``.
-
-    Every real bag offers each of the C named classes one Bernoulli(eps)
-    trial; ``E[leaks]`` sums the E-step's chances that a leak switched a class
-    on. The Beta(a, b) prior is a density on the logit (the model's site), so
-    its mode there is ``(leaks + a) / (trials + a + b)``, not the Beta's mode.
-    Stochastic EM weighs each bucket's counts as its responsibilities.
-    """
-    a, b = shape.leak_prior
-    w = jnp.ones(len(arrays)) if weights is None else weights
-    leaks = sum(jnp.sum(lk) for lk in e.leaked)  # already weighted (``stochastic_em.weighted``)
-    bags = sum(wk * jnp.sum(jnp.any(arr[1], axis=1)) for wk, arr in zip(w, arrays))
-    eps = (leaks + a) / (bags * shape.n_classes + a + b)
-    dtype = params["leak_logit"].dtype
-    return {**params, "leak_logit": jnp.asarray(jnp.log(eps) - jnp.log1p(-eps), dtype)}
 
 
 def _m_step(
@@ -332,7 +315,7 @@ def _em(
                 s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept, rows, l21, min_step
             )
             if shape.leak == "learn":
-                params = _leak_update(params, e, batch, weights, shape)
+                params = leak_update(params, e, batch, weights, shape)
             return params, opt_state
 
         params, opt_state = lax.cond(stop, lambda: (s.params, s.opt_state), _update)
