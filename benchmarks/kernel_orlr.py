@@ -31,11 +31,12 @@ import argparse
 import json
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from orlr_ppl import ORLR, SoftmaxRegression
+from orlr_ppl import ORLR, MIMLData, SoftmaxRegression
 from orlr_ppl.data.datasets import load_letter_frost
 from orlr_ppl.data.hja import load_hja
 from orlr_ppl.estimators import model_selection
@@ -144,7 +145,7 @@ def _summarise(rows: list[dict[str, float]]) -> None:
             )
 
 
-def saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, float]]:
+def _saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, float]]:
     """The rows saved in ``path`` (JSON lines) for ``settings``: refuses missing, repeated, foreign folds."""
     rows: dict[int, dict[str, float]] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -162,10 +163,46 @@ def saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, float
     return [rows[f] for f in range(n_folds)]
 
 
-def save_row(path: Path, settings: dict, fold: int, row: dict[str, float]) -> None:
-    """Append ``fold``'s ``row`` to ``path`` (JSON lines), with the settings it was fitted under."""
-    with path.open("a") as out:
-        out.write(json.dumps({"settings": settings, "fold": fold, "row": row}) + "\n")
+def add_part_options(p: argparse.ArgumentParser) -> None:
+    """``--run-folds``, ``--save`` and ``--summarise``: a run too long for one sitting, done in parts."""
+    p.add_argument("--run-folds", default=None, help="comma list of the folds to fit (default: all)")
+    p.add_argument("--save", type=Path, default=None, help="append each fold's row here (JSON lines)")
+    p.add_argument("--summarise", action="store_true", help="fit nothing: summarise the folds in --save")
+
+
+def run_in_parts(
+    args: argparse.Namespace,
+    settings: dict,
+    fit_fold: Callable[[MIMLData, MIMLData, int], dict[str, float]],
+    summarise: Callable[[list[dict[str, float]]], None],
+) -> None:
+    """Fit ``args.run_folds`` of ``args.dataset``'s folds (seed 0), each row printed and saved; or summarise.
+
+    With ``--summarise``, nothing is fitted: ``summarise`` gets the rows saved in ``--save`` under
+    these ``settings``, which must hold every fold once. Otherwise ``fit_fold(train, test, fold)``
+    gives each fold's row, appended to ``--save`` with the settings, and the folds of this run are
+    summarised when there are several.
+    """
+    settings = json.loads(json.dumps(settings))  # tuples as JSON lists, as a saved line reads back
+    if args.summarise:
+        if args.save is None:
+            raise SystemExit("--summarise reads the rows of --save FILE")
+        summarise(_saved_rows(args.save, settings, args.folds))
+        return
+    run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
+    data = load_dataset(args.dataset)
+    print(f"{args.dataset}: {data!r}", flush=True)
+    rows = []
+    for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
+        if fold not in run:
+            continue
+        rows.append(fit_fold(train, test, fold))
+        print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in rows[-1].items()), flush=True)
+        if args.save is not None:
+            with args.save.open("a") as out:
+                out.write(json.dumps({"settings": settings, "fold": fold, "row": rows[-1]}) + "\n")
+    if len(rows) > 1:
+        summarise(rows)
 
 
 def main() -> None:
@@ -178,40 +215,24 @@ def main() -> None:
     p.add_argument("--methods", default="korlr,kslr", help="comma list of korlr, kslr")
     p.add_argument("--gamma-factors", default=None, help="comma list; default: GAMMA_FACTORS")
     p.add_argument("--prior-scales", default=None, help="comma list; default: PRIOR_SCALES")
-    p.add_argument("--run-folds", default=None, help="comma list of the folds to fit (default: all)")
-    p.add_argument("--save", type=Path, default=None, help="append each fold's row here (JSON lines)")
-    p.add_argument("--summarise", action="store_true", help="fit nothing: summarise the folds in --save")
+    add_part_options(p)
     args = p.parse_args()
     _set_grids(args.gamma_factors, args.prior_scales)
     settings = {
         k: getattr(args, k) for k in ("dataset", "folds", "prior", "dictionary_size", "max_iter", "methods")
     }
     settings.update(gamma_factors=model_selection.GAMMA_FACTORS, prior_scales=model_selection.PRIOR_SCALES)
-    settings = json.loads(json.dumps(settings))  # tuples as JSON lists, as a saved line reads back
-    if args.summarise:
-        if args.save is None:
-            raise SystemExit("--summarise reads the rows of --save FILE")
-        _summarise(saved_rows(args.save, settings, args.folds))
-        return
     methods = set(args.methods.split(","))
-    run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
-    data = load_dataset(args.dataset)
-    print(f"{args.dataset}: {data!r}", flush=True)
-    rows = []
-    for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
-        if fold not in run:
-            continue
+
+    def fit_fold(train: MIMLData, test: MIMLData, fold: int) -> dict[str, float]:
         row = {}
         if "korlr" in methods:
             row.update(_korlr(train, test, args, fold))
         if "kslr" in methods:
             row.update(_kslr(train, test, args, fold))
-        rows.append(row)
-        print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in row.items()), flush=True)
-        if args.save is not None:
-            save_row(args.save, settings, fold, row)
-    if len(rows) > 1:
-        _summarise(rows)
+        return row
+
+    run_in_parts(args, settings, fit_fold, _summarise)
 
 
 if __name__ == "__main__":

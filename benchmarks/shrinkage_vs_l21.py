@@ -21,11 +21,9 @@ to a JSON-lines file (each fold seeded by its number, so parts give what one run
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import numpy as np
-from kernel_orlr import load_dataset, save_row, saved_rows, timed_fit  # benchmarks/ is on the path
+from kernel_orlr import add_part_options, run_in_parts, timed_fit  # benchmarks/ is on the path
 
 from orlr_ppl import ORLR
 
@@ -83,30 +81,10 @@ def main() -> None:
     p.add_argument("--slab", type=float, default=3.0)
     p.add_argument("--num-chains", type=int, default=4)
     p.add_argument("--num-samples", type=int, default=1000)
-    p.add_argument("--run-folds", default=None, help="comma list of the folds to fit (default: all)")
-    p.add_argument("--save", type=Path, default=None, help="append each fold's row here (JSON lines)")
-    p.add_argument("--summarise", action="store_true", help="fit nothing: summarise the folds in --save")
+    add_part_options(p)
     args = p.parse_args()
     settings = {k: getattr(args, k) for k in ("dataset", "folds", "slab", "num_chains", "num_samples")}
-    settings = json.loads(json.dumps(settings))
-    if args.summarise:
-        if args.save is None:
-            raise SystemExit("--summarise reads the rows of --save FILE")
-        _summarise(saved_rows(args.save, settings, args.folds))
-        return
-    run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
-    data = load_dataset(args.dataset)
-    print(f"{args.dataset}: {data!r}", flush=True)
-    rows = []
-    for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
-        if fold not in run:
-            continue
-        rows.append(_fold(train, test, args, fold))
-        print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in rows[-1].items()), flush=True)
-        if args.save is not None:
-            save_row(args.save, settings, fold, rows[-1])
-    if len(rows) > 1:
-        _summarise(rows)
+    run_in_parts(args, settings, lambda train, test, fold: _fold(train, test, args, fold), _summarise)
 
 
 if __name__ == "__main__":
