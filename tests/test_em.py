@@ -165,9 +165,9 @@ def test_em_falls_back_to_exact_arithmetic_near_underflow():
     arrays, shape = split_model_data(data)
     params = {"W_raw": jnp.asarray(init["W_raw"]), "beta_raw": jnp.zeros(2, jnp.float32)}
     args = (arrays, prior_scales(1.0, None), jnp.asarray(0.0), jnp.asarray(10), shape, True)
-    fast = em._em(em._start(params, em.history_length(8), 8, jax.random.PRNGKey(0)), *args, fallback=False)
+    fast = em._em(em._start(params, 8, jax.random.PRNGKey(0)), *args, fallback=False)
     assert bool(fast.unresolved) and int(fast.n_iter) == 0  # the fast loop stopped at once
-    exact = em._em(em._start(params, em.history_length(8), 8, jax.random.PRNGKey(0)), *args, fallback=True)
+    exact = em._em(em._start(params, 8, jax.random.PRNGKey(0)), *args, fallback=True)
     # float32, and the fit's M-step sums Q over real instances only (flat rows): round-off apart.
     np.testing.assert_allclose(fit.history, np.asarray(exact.history)[:9], rtol=1e-5)
     assert np.all(np.isnan(np.asarray(exact.history)[9:]))  # nothing written past max_iter

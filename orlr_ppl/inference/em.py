@@ -149,13 +149,17 @@ def history_length(max_iter: int) -> int:
     return max(MIN_HISTORY, 1 << int(max_iter).bit_length())
 
 
-@functools.partial(jax.jit, static_argnums=(1, 4))
-def _start(params: Params, length: int, max_iter: Array, key: Array, proximal: bool = False) -> _State:
-    """The state before the first E-step; one small program, not one per array built eagerly.
+def _start(params: Params, max_iter: int, key: Array, proximal: bool = False) -> _State:
+    """The state before the first E-step, its history ``history_length(max_iter)`` long.
 
-    ``length``: the history buffer's (``history_length``; > ``max_iter``).
     ``proximal``: the M-step is ``prox.proximal_steps``, whose state is its last step size.
     """
+    return _start_state(params, history_length(int(max_iter)), np.int32(max_iter), key, proximal)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 4))
+def _start_state(params: Params, length: int, max_iter: Array, key: Array, proximal: bool) -> _State:
+    """``_start``'s state; one small program, not one per array built eagerly."""
     dtype = jax.tree.leaves(params)[0].dtype
     history = jnp.full((length,), jnp.nan, dtype)
     no = jnp.asarray(False)
@@ -398,7 +402,7 @@ def fit_em(
         bound = lipschitz_bound(arrays, intercept_scale if fit_intercept else None, 1.0 / float(bag_fraction))
         min_step = np.asarray(1.0 / bound, dtype)
     state = _em(
-        _start(params, history_length(int(max_iter)), np.int32(max_iter), key, l21 is not None),
+        _start(params, int(max_iter), key, l21 is not None),
         *args,
         fallback=False,
         sizes=sizes,
