@@ -40,6 +40,11 @@ DEFAULT_AXIS = "bags"
 T = TypeVar("T")  # a pytree of arrays
 
 
+def _process_count(mesh: Mesh) -> int:
+    """How many processes own devices of ``mesh``."""
+    return len({d.process_index for d in mesh.devices.flat})
+
+
 def bag_mesh(devices: Sequence[jax.Device] | None = None, axis: str = DEFAULT_AXIS) -> Mesh:
     """A one-axis mesh over ``devices``; default ``jax.devices()``, all processes' under jax.distributed."""
     devices = list(jax.devices() if devices is None else devices)
@@ -96,7 +101,7 @@ def shard_model_data(data: ModelData, mesh: Mesh | None = None, axis: str = DEFA
     if axis not in mesh.shape:
         raise ValueError(f"mesh has axes {tuple(mesh.shape)}, not {axis!r}: pass axis= one of them")
     sharding = NamedSharding(mesh, PartitionSpec(axis))
-    processes = len({d.process_index for d in mesh.devices.flat})
+    processes = _process_count(mesh)
     per_process = mesh.shape[axis] // processes  # the devices along ``axis`` that hold this process's bags
     if processes > 1:
         shapes = _process_shapes(data)
@@ -134,7 +139,7 @@ def replicate(tree: T, mesh: Mesh) -> T:
     arrays it started with, and compile a second time.
     """
     sharding = NamedSharding(mesh, PartitionSpec())
-    if len({d.process_index for d in mesh.devices.flat}) > 1:  # every process holds the same values
+    if _process_count(mesh) > 1:  # every process holds the same values
         return jax.tree.map(lambda a: jax.make_array_from_process_local_data(sharding, np.asarray(a)), tree)
     return jax.device_put(tree, sharding)
 
