@@ -170,6 +170,11 @@ def add_part_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summarise", action="store_true", help="fit nothing: summarise the folds in --save")
 
 
+def _shown(value) -> str:
+    """A row's value as printed: numbers to 4 significant digits, names as they are."""
+    return value if isinstance(value, str) else f"{value:.4g}"
+
+
 def run_in_parts(
     args: argparse.Namespace,
     settings: dict,
@@ -197,7 +202,7 @@ def run_in_parts(
         if fold not in run:
             continue
         rows.append(fit_fold(train, test, fold))
-        print(f"fold {fold}: " + " ".join(f"{k}={v:.4g}" for k, v in rows[-1].items()), flush=True)
+        print(f"fold {fold}: " + " ".join(f"{k}={_shown(v)}" for k, v in rows[-1].items()), flush=True)
         if args.save is not None:
             with args.save.open("a") as out:
                 out.write(json.dumps({"settings": settings, "fold": fold, "row": rows[-1]}) + "\n")

@@ -1,7 +1,7 @@
 """The group-horseshoe posterior (NUTS) against the l2,1 MAP (issue 13): accuracy, sparsity, diagnostics.
 
     python benchmarks/shrinkage_vs_l21.py [--dataset letter-frost|hja-union] [--folds 10]
-        [--slab 3.0] [--num-chains 4] [--num-samples 1000]
+        [--slab 3.0] [--num-chains 4] [--num-warmup 300] [--num-samples 1000] [--dense-mass]
         [--run-folds 0,1,2] [--save rows.jsonl] [--summarise]
 
 Same bag-level folds (seed 0) as ``orlr-ppl evaluate``, linear features standardised on each
@@ -36,7 +36,9 @@ def _fold(train, test, args, fold: int) -> dict[str, float]:
         prior="group_horseshoe",
         prior_scale=args.slab,
         num_chains=args.num_chains,
+        num_warmup=args.num_warmup,
         num_samples=args.num_samples,
+        dense_mass=args.dense_mass,
         random_state=fold,
     )
     post, t_nuts = timed_fit(post, train)
@@ -49,6 +51,7 @@ def _fold(train, test, args, fold: int) -> dict[str, float]:
         "l21_rows": int(np.any(np.asarray(l21.coef_) != 0, axis=1).sum()),
         "hs_rows": int((post.row_inclusion() >= 0.5).sum()),
         "r_hat": float(table["r_hat"].max()),
+        "worst": str(table["ess_bulk"].idxmin()),
         "ess_bulk": float(table["ess_bulk"].min()),
         "ess_tail": float(table["ess_tail"].min()),
         "divergent": int(diag.sampler["n_divergent"]),
@@ -80,10 +83,13 @@ def main() -> None:
     p.add_argument("--folds", type=int, default=10)
     p.add_argument("--slab", type=float, default=3.0)
     p.add_argument("--num-chains", type=int, default=4)
+    p.add_argument("--num-warmup", type=int, default=300)
     p.add_argument("--num-samples", type=int, default=1000)
+    p.add_argument("--dense-mass", action="store_true", help="NUTS adapts a dense mass matrix")
     add_part_options(p)
     args = p.parse_args()
-    settings = {k: getattr(args, k) for k in ("dataset", "folds", "slab", "num_chains", "num_samples")}
+    names = ("dataset", "folds", "slab", "num_chains", "num_warmup", "num_samples", "dense_mass")
+    settings = {k: getattr(args, k) for k in names}
     run_in_parts(args, settings, lambda train, test, fold: _fold(train, test, args, fold), _summarise)
 
 

@@ -193,3 +193,27 @@ def test_bad_input_messages(fitted, data):
         ORLR(n_classes=10).fit(train.bags[:2], [[0], [10]])
     with pytest.raises(ValueError, match="instance labels \\[11\\] outside"):
         SoftmaxRegression(n_classes=10).fit(train.bags[:1], [np.full(len(train.bags[0]), 11)])
+
+
+def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(monkeypatch, data):
+    """``ORLR(dense_mass=True)`` and ``orlr-ppl fit --dense-mass`` ask NUTS for a dense mass matrix
+    (``test_nuts_driver`` checks that the sampler then adapts one)."""
+    from orlr_ppl.cli.commands import estimator_from_args
+    from orlr_ppl.cli.main import build_parser
+    from orlr_ppl.inference import nuts
+
+    class Asked(Exception):
+        pass
+
+    def sampler(data, **kwargs):
+        raise Asked(kwargs)
+
+    monkeypatch.setattr(nuts, "fit_nuts", sampler)
+    train, _ = data
+    for dense in (False, True):
+        with pytest.raises(Asked) as asked:
+            ORLR(method="nuts", init="zeros", dense_mass=dense).fit(train.bags, train.label_sets)
+        assert asked.value.args[0]["dense_mass"] is dense
+    args = build_parser().parse_args(["fit", "--method", "nuts", "--dense-mass"])
+    assert estimator_from_args(args).dense_mass is True
+    assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).dense_mass is False

@@ -109,6 +109,33 @@ def test_parallel_and_sequential_chains_agree():
     assert seq.sample_stats.attrs["chain_method"] == "sequential"
 
 
+def test_dense_mass_adapts_a_full_mass_matrix_in_warmup():
+    """``dense_mass``: warmup estimates every parameter's covariance, not only the variances."""
+    data = _toy(n_bags=8)
+    arrays, shape = split_model_data(data)
+    inits = {k: v[None] * 0.1 for k, v in _params(data).items()}
+    chains = Chains(
+        jax.random.PRNGKey(0)[None],
+        inits,
+        arrays,
+        prior_scales(1.0, 10.0),
+        shape,
+        NUTSSettings(num_warmup=60, dense_mass=True, block=80),
+        "sequential",
+    )
+    (before,) = chains.states[0].adapt_state.inverse_mass_matrix.values()
+    out = chains.advance(80)
+    (after,) = chains.states[0].adapt_state.inverse_mass_matrix.values()
+    n_params = data.n_features * (data.n_classes - 1) + data.n_classes - 1
+    assert before.shape == after.shape == (n_params, n_params)  # one block over every parameter
+    np.testing.assert_array_equal(before, np.eye(n_params))
+    off_diagonal = np.asarray(after)[~np.eye(n_params, dtype=bool)]
+    assert np.abs(off_diagonal).max() > 1e-3  # adapted: the covariances, not a diagonal
+    np.testing.assert_allclose(after, np.asarray(after).T, atol=1e-6)
+    assert np.all(np.linalg.eigvalsh(np.asarray(after, np.float64)) > 0)
+    assert np.all(np.isfinite(out.z["W_raw"])) and not out.diverging[:, 60:].any()  # none after warmup
+
+
 def test_parallel_chains_start_laid_out_as_they_go_on():
     """The first block sees states sharded as every later block does (else pmap compiles twice)."""
     data = _toy()

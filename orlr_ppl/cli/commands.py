@@ -43,6 +43,7 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         num_samples=args.num_samples,
         num_chains=args.num_chains,
         max_num_samples=args.max_num_samples,
+        dense_mass=getattr(args, "dense_mass", False),
         progress_bar=not args.quiet,
         random_state=args.seed,
         prune=getattr(args, "prune", 0.0),

@@ -109,6 +109,11 @@ def _add_fit_args(
         help="NUTS draws per chain at most: unconverged chains go on up to this many "
         "(None: twice --num-samples; <= --num-samples: never)",
     )
+    p.add_argument(
+        "--dense-mass",
+        action="store_true",
+        help="NUTS adapts a dense mass matrix (for correlated posteriors; give a longer --num-warmup)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 

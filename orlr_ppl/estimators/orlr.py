@@ -76,6 +76,11 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             ``num_samples`` draws go on, a quarter of ``num_samples`` at a time,
             up to this many draws per chain; None: twice ``num_samples``; at
             most ``num_samples``: never.
+        dense_mass: NUTS adapts a dense mass matrix (every parameter's
+            covariance) in warmup rather than a diagonal one: for posteriors
+            whose parameters are strongly correlated, such as the weights of a
+            class seen in few or no training bags; it needs a longer warmup
+            (``num_warmup`` of several hundred) to estimate the covariance.
         init: where NUTS chains start: "map" (the MAP under the same prior, by
             L-BFGS, jittered per chain) or "zeros" (zero weights, jittered).
         guide ("normal" | "lowrank"), svi_steps, learning_rate,
@@ -175,6 +180,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         num_samples: int = 1000,
         num_chains: int = 4,
         max_num_samples: int | None = None,
+        dense_mass: bool = False,
         init: str = "map",
         guide: str = "normal",
         svi_steps: int = 3000,
@@ -209,6 +215,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         self.num_samples = num_samples
         self.num_chains = num_chains
         self.max_num_samples = max_num_samples
+        self.dense_mass = dense_mass
         self.init = init
         self.guide = guide
         self.svi_steps = svi_steps

@@ -99,6 +99,7 @@ class SamplerSettings(NamedTuple):
     num_samples: int
     num_chains: int
     max_num_samples: int | None
+    dense_mass: bool
     init: str
     guide: str
     svi_steps: int
@@ -140,6 +141,7 @@ def fit_posterior(data: ModelData, method: str, s: SamplerSettings) -> Posterior
             num_chains=s.num_chains,
             max_num_samples=2 * s.num_samples if s.max_num_samples is None else s.max_num_samples,
             init_values=nuts_start(data, s),
+            dense_mass=s.dense_mass,
             # The horseshoe's narrow neck near zero needs smaller steps than NUTS's default 0.8
             # gives (divergences on a 7-row test problem); Piironen & Vehtari sample it at 0.95-0.99.
             target_accept_prob=HORSESHOE_TARGET_ACCEPT if data.weight_prior == "group_horseshoe" else 0.8,
