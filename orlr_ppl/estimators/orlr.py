@@ -79,10 +79,10 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         dense_mass: NUTS adapts a dense mass matrix (every parameter's
             covariance) in warmup rather than a diagonal one: for posteriors
             whose parameters are strongly correlated. It needs a longer warmup
-            (``num_warmup`` of several hundred) to estimate the covariance, and
-            does not help chains hop between separate modes (a class seen in
-            one or two training bags, whose label any of their instances may
-            carry; see REPRODUCTION.md).
+            (``num_warmup`` of several hundred) to estimate the covariance. It
+            is no remedy for separate modes (a class seen in one or two
+            training bags, whose label any of their instances may carry): a
+            metric fitted to one mode hops between modes less (BENCHMARKS.md).
         init: where NUTS chains start: "map" (the MAP under the same prior, by
             L-BFGS, jittered per chain) or "zeros" (zero weights, jittered).
         guide ("normal" | "lowrank"), svi_steps, learning_rate,
