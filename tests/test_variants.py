@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from reference import brute_force_variants, brute_force_variants_jax
 from scipy.special import log_softmax
 
+from orlr_ppl.dp import subset_dp
 from orlr_ppl.dp.bucket import bucket_log_likelihood, bucket_posteriors
+from orlr_ppl.dp.merging import merge, merge_plan, split
 from orlr_ppl.dp.subset_dp import BucketInputs, buckets_dp
 from orlr_ppl.dp.variants import end_states, log_leak_start
 
@@ -61,8 +63,8 @@ def _bucket_dp(inputs: BucketInputs):
     return buckets_dp([inputs], with_posteriors=True)[0]
 
 
-def _dp(logits, labels, novel, eps, known, dtype):
-    """One bag through ``buckets_dp``: (log-likelihood, (n, C) posteriors)."""
+def _inputs(logits, labels, novel, eps, known, dtype) -> tuple[BucketInputs, list[int]]:
+    """One bag as a bucket of its own, and the class of each of its slots."""
     slots = labels + ([N_CLASSES - 1] if novel else [])
     lp = log_softmax(np.asarray(logits, np.float64), axis=1)[:, slots]
     for i, k in enumerate(known):  # a known label: the instance's other slots are impossible
@@ -81,10 +83,21 @@ def _dp(logits, labels, novel, eps, known, dtype):
         None if leak is None else jnp.asarray(leak, dtype),
         jnp.asarray(optional) if novel else None,
     )
+    return inputs, slots
+
+
+def _class_posteriors(posteriors, slots) -> np.ndarray:
+    """(n, K) slot posteriors of one bag -> (n, C) class posteriors."""
+    post = np.zeros((posteriors.shape[0], N_CLASSES))
+    post[:, slots] = np.asarray(posteriors, np.float64)
+    return post
+
+
+def _dp(logits, labels, novel, eps, known, dtype):
+    """One bag through ``buckets_dp``: (log-likelihood, (n, C) posteriors)."""
+    inputs, slots = _inputs(logits, labels, novel, eps, known, dtype)
     res = _bucket_dp(inputs)
-    post = np.zeros((len(lp), N_CLASSES))
-    post[:, slots] = np.asarray(res.posteriors[:, :, 0], np.float64)
-    return float(res.log_likelihood[0]), post
+    return float(res.log_likelihood[0]), _class_posteriors(res.posteriors[:, :, 0], slots)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -126,6 +139,67 @@ def test_variants_survive_extreme_logits(dtype):
     assert np.isfinite(ll)
     assert abs(ll - want_ll) <= TOL[dtype] * max(1.0, abs(want_ll))
     np.testing.assert_allclose(post, want_post, atol=1e-3 if dtype == "float32" else 1e-8)
+
+
+MIXED_BUCKETS = [
+    # (logits, labels, novel, eps): one bag a bucket, each of its own shape and variant.
+    (np.array([[1e3, -1e3, 0.0, 0.0], [1e3, -1e3, 0.0, 0.0], [0.0, -1e3, 0.0, 900.0]]), [0, 1], False, None),
+    (np.array([[0.5, -1.0, 2.0, 0.0], [1.0, 0.0, -0.5, 0.3]]), [0, 2], False, [1e-3, 0.2]),
+    (np.array([[0.0, 1e3, 0.0, -1e3], [5.0, -1e3, 0.0, 0.0], [0.0, 0.0, 0.0, 1e3]]), [1], True, None),
+    (
+        np.array([[1.0, 0.0, 0.0, 2.0], [0.0, 3.0, 0.0, 0.0], [-1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]),
+        [0, 1],
+        True,
+        [0.1, 0.5],
+    ),
+    (
+        np.array([[0.0, 1.0, -1.0, 0.0], [2.0, 0.0, 0.0, 0.0], [0.0, 0.0, 3.0, 0.0], [0.5, 0.5, 0.0, 0.0]]),
+        [0, 1, 2],
+        False,
+        None,
+    ),
+]
+"""Buckets of different instance and slot counts, with and without a leak or a novel slot; the first
+and third have labels ~e^-1000 likely, so the probability-space pass underflows and the fallback runs."""
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_fallback_merges_buckets_of_every_variant_exactly(dtype):
+    with precision(dtype):
+        built = [_inputs(z, y, novel, eps, [-1] * len(z), dtype) for z, y, novel, eps in MIXED_BUCKETS]
+        inputs = [b[0] for b in built]
+        results = jax.jit(functools.partial(buckets_dp, with_posteriors=True))(inputs)
+    # The fallback is needed: the first bag's likelihood is below the float's smallest normal number.
+    assert brute_force_variants(*MIXED_BUCKETS[0][:2])[0] < np.log(np.finfo(dtype).tiny)
+    # The buckets merge: fewer log-space DPs than buckets.
+    assert len(merge_plan([b.slot_log_probs.shape for b in inputs])) < len(inputs)
+    for (z, y, novel, eps), (_, slots), res in zip(MIXED_BUCKETS, built, results):
+        want_ll, want_post = brute_force_variants(z, y, [N_CLASSES - 1] if novel else [], eps)
+        ll = float(res.log_likelihood[0])
+        assert abs(ll - want_ll) <= TOL[dtype] * max(1.0, abs(want_ll)), (y, ll, want_ll)
+        post = _class_posteriors(res.posteriors[:, :, 0], slots)
+        np.testing.assert_allclose(post, want_post, atol=1e-3 if dtype == "float32" else 1e-8)
+        assert (res.leak_posteriors is None) == (eps is None)
+
+
+def test_a_merged_log_space_run_is_the_buckets_run_apart():
+    """``dp.merging``: padding to one shape and splitting back changes no value, leak posteriors included."""
+    with precision("float64"):
+        preps = [
+            subset_dp._prepare(_inputs(z, y, novel, eps, [-1] * len(z), "float64")[0])
+            for z, y, novel, eps in MIXED_BUCKETS
+        ]
+
+        @jax.jit
+        def merged_and_apart(preps):
+            merged = split(subset_dp._run(subset_dp._LOG, [merge(preps)], True)[0], preps)
+            return merged, [subset_dp._run(subset_dp._LOG, [p], True)[0] for p in preps]
+
+        for got, want in zip(*merged_and_apart(preps)):
+            assert jax.tree.structure(got) == jax.tree.structure(want)
+            for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+                assert g.shape == w.shape
+                np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-12)
 
 
 def test_start_and_end_states():

@@ -48,6 +48,7 @@ from jax import lax
 
 from .log_space import _log_backward_step, _log_forward_step, _log_joint, _log_plus
 from .loops import _history_loop, _scan_groups
+from .merging import merge, merge_plan, split
 from .variants import end_states, log_leak_start, slot_totals
 
 Array = jax.Array
@@ -376,9 +377,10 @@ def buckets_dp(buckets: Sequence[BucketInputs], with_posteriors: bool = True) ->
     """Exact log-likelihoods and instance posteriors for several buckets.
 
     Each bucket runs in probability space. If any bag of any bucket comes near
-    underflow, a single ``lax.cond`` reruns the buckets in log space and takes
-    the log-space values for the unresolved bags, so the common case pays one
-    predicate for the whole batch.
+    underflow, a single ``lax.cond`` reruns the buckets in log space (buckets
+    of neighbouring sizes merged, ``dp.merging``) and takes the log-space
+    values for the unresolved bags, so the common case pays one predicate for
+    the whole batch.
 
     Args:
         buckets: ``BucketInputs`` of shapes (N_k, K_k, B_k), (N_k, B_k), (K_k, B_k).
@@ -393,10 +395,14 @@ def buckets_dp(buckets: Sequence[BucketInputs], with_posteriors: bool = True) ->
         return results
 
     def _robust() -> list[DPResult]:
+        # Neighbouring buckets run merged (``dp.merging``): fewer DPs to compile, on a rare path.
+        members = [[list(flags)[i] for i in g] for g in merge_plan([preps[k].log_q.shape for k in flags])]
+        merged = [merge([preps[k] for k in m]) for m in members]
         out = list(results)
-        for group in groups:
-            for k, exact in zip(group, _run(_LOG, [preps[k] for k in group], with_posteriors)):
-                out[k] = jax.tree.map(lambda f, e, ok=flags[k]: jnp.where(ok, f, e), results[k], exact)
+        for group in _scan_groups([m.log_q.shape[0] for m in merged]):
+            for g, exact in zip(group, _run(_LOG, [merged[g] for g in group], with_posteriors)):
+                for k, e in zip(members[g], split(exact, [preps[k] for k in members[g]])):
+                    out[k] = jax.tree.map(lambda f, e, ok=flags[k]: jnp.where(ok, f, e), results[k], e)
         return out
 
     return lax.cond(jnp.all(jnp.concatenate(list(flags.values()))), lambda: results, _robust)
