@@ -390,19 +390,20 @@ def buckets_dp(buckets: Sequence[BucketInputs], with_posteriors: bool = True) ->
         ``posteriors`` (N_k, K_k, B_k) (zeros without ``with_posteriors``). A
         bag with more labels than instances gets ``-inf`` and NaN posteriors.
     """
-    preps, groups, results, flags = _probability_pass(buckets, with_posteriors)
+    preps, _, results, flags = _probability_pass(buckets, with_posteriors)
     if not flags:
         return results
 
     def _robust() -> list[DPResult]:
         # Neighbouring buckets run merged (``dp.merging``): fewer DPs to compile, on a rare path.
-        members = [[list(flags)[i] for i in g] for g in merge_plan([preps[k].log_q.shape for k in flags])]
+        dp_buckets = list(flags)
+        members = [[dp_buckets[i] for i in g] for g in merge_plan([preps[k].log_q.shape for k in dp_buckets])]
         merged = [merge([preps[k] for k in m]) for m in members]
         out = list(results)
         for group in _scan_groups([m.log_q.shape[0] for m in merged]):
             for g, exact in zip(group, _run(_LOG, [merged[g] for g in group], with_posteriors)):
-                for k, e in zip(members[g], split(exact, [preps[k] for k in members[g]])):
-                    out[k] = jax.tree.map(lambda f, e, ok=flags[k]: jnp.where(ok, f, e), results[k], e)
+                for k, exact_k in zip(members[g], split(exact, [preps[k] for k in members[g]])):
+                    out[k] = jax.tree.map(lambda f, e, ok=flags[k]: jnp.where(ok, f, e), results[k], exact_k)
         return out
 
     return lax.cond(jnp.all(jnp.concatenate(list(flags.values()))), lambda: results, _robust)
