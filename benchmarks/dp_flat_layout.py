@@ -20,11 +20,11 @@ space, and the largest difference from the package's values.
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from dp_compile_gather import _timed  # benchmarks/ is on a script's path
 from jax import lax
 
 from orlr_ppl.dp import subset_dp as sd
@@ -158,19 +158,6 @@ def _flat_dp(preps: list, with_posteriors: bool, log: bool):
         posts.append(post[: p.log_q.shape[0]])
         bag_start += b
     return (f if log else jnp.log(f)), posts
-
-
-def _timed(fn, buckets, repeats: int):
-    t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(buckets).compile()
-    seconds = time.perf_counter() - t0
-    out = jax.block_until_ready(compiled(buckets))
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(compiled(buckets))
-        runs.append(time.perf_counter() - t0)
-    return seconds, 1e3 * float(np.median(runs)), out
 
 
 def main() -> None:
