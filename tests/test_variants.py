@@ -160,7 +160,7 @@ MIXED_BUCKETS = [
     ),
 ]
 """Buckets of different instance and slot counts, with and without a leak or a novel slot; the first
-and third have labels ~e^-1000 likely, so the probability-space pass underflows and the fallback runs."""
+bag's label set is ~e^-1900 likely, so the probability-space pass underflows and the fallback runs."""
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
