@@ -19,7 +19,7 @@ subset (B,), log start states (2**K, B) or None, end states (2**K, B) or None.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -63,9 +63,9 @@ def merge_plan(shapes: Sequence[tuple[int, int, int]]) -> list[list[int]]:
     return groups
 
 
-def _states(states: Array | None, fill: Any, default: Array, n_states: int) -> Array:
-    """(2**K, B) states padded with ``fill`` to (n_states, B); ``default`` where None."""
-    states = default if states is None else states
+def _states(states: Array | None, fill: Any, default: Callable[[], Array], n_states: int) -> Array:
+    """(2**K, B) states padded with ``fill`` to (n_states, B); ``default()`` where None."""
+    states = default() if states is None else states
     return jnp.pad(states, ((0, n_states - states.shape[0]), (0, 0)), constant_values=fill)
 
 
@@ -91,14 +91,19 @@ def merge(preps: Sequence[Any]) -> Any:
     if any(p.log_start is not None for p in preps):
         log_start = jnp.concatenate(
             [
-                _states(p.log_start, -jnp.inf, jnp.log(_one_hot(jnp.zeros_like(p.target), p)), n_states)
+                _states(
+                    p.log_start,
+                    -jnp.inf,
+                    lambda p=p: jnp.log(_one_hot(jnp.zeros_like(p.target), p)),
+                    n_states,
+                )
                 for p in preps
             ],
             axis=1,
         )
     if any(p.ends is not None for p in preps):
         ends = jnp.concatenate(
-            [_states(p.ends, False, _one_hot(p.target, p) > 0, n_states) for p in preps], axis=1
+            [_states(p.ends, False, lambda p=p: _one_hot(p.target, p) > 0, n_states) for p in preps], axis=1
         )
     return type(preps[0])(
         jnp.concatenate([p.log_norm for p in preps]),
