@@ -25,7 +25,19 @@ def test_help_lists_subcommands():
 
 
 def test_demo_runs_small(tmp_path, capsys):
-    args = ["demo", "--n-bags", "30", "--num-warmup", "25", "--num-samples", "25", "--quiet"]
+    # At most 4 digits a bag: the default 8 gives DP programs that compile 2.6 times longer.
+    args = [
+        "demo",
+        "--n-bags",
+        "30",
+        "--max-digits",
+        "4",
+        "--num-warmup",
+        "25",
+        "--num-samples",
+        "25",
+        "--quiet",
+    ]
     assert main(args + ["--out", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
     rows = {
@@ -54,8 +66,8 @@ def _write_npz(path, ds):
 
 
 def test_fit_predict_evaluate_from_files(tmp_path, capsys):
-    _write_npz(tmp_path / "train.npz", make_miml_digits(60, seed=0, split="train"))
-    _write_npz(tmp_path / "test.npz", make_miml_digits(20, seed=1, split="test"))
+    _write_npz(tmp_path / "train.npz", make_miml_digits(60, seed=0, split="train", max_size=4))
+    _write_npz(tmp_path / "test.npz", make_miml_digits(20, seed=1, split="test", max_size=4))
     model = tmp_path / "model"
     assert main(["fit", "--data", str(tmp_path / "train.npz"), "--method", "map", "--out", str(model)]) == 0
     assert (
@@ -213,7 +225,7 @@ def test_version_and_every_option_explained(capsys):
 
 
 def test_arff_file_fit_predict_evaluate_info(tmp_path, capsys):
-    train = make_miml_digits(40, seed=0, split="train")
+    train = make_miml_digits(40, seed=0, split="train", max_size=4)
     _write_arff(tmp_path / "train.arff", train)
     model = tmp_path / "model"
     assert main(["fit", "--data", str(tmp_path / "train.arff"), "--method", "map", "--out", str(model)]) == 0
@@ -253,7 +265,7 @@ def test_published_hja_folder_fit_predict_evaluate_info(tmp_path, capsys):
 
 
 def test_saving_over_a_model_needs_force(tmp_path, capsys):
-    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train"))
+    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train", max_size=4))
     args = ["fit", "--data", str(tmp_path / "d.npz"), "--method", "map", "--out", str(tmp_path / "m")]
     assert main(args) == 0
     assert main(args) == 2
@@ -262,7 +274,7 @@ def test_saving_over_a_model_needs_force(tmp_path, capsys):
 
 
 def test_n_bags_means_what_it_says_and_empty_methods_is_an_error(tmp_path, capsys):
-    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train"))
+    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train", max_size=4))
     model = str(tmp_path / "m")
     assert main(["fit", "--data", str(tmp_path / "d.npz"), "--method", "map", "--out", model]) == 0
     capsys.readouterr()
@@ -271,6 +283,8 @@ def test_n_bags_means_what_it_says_and_empty_methods_is_an_error(tmp_path, capsy
     assert len({r.split(",")[0] for r in rows}) == 6
     assert main(["evaluate", "--dataset", "digits", "--methods", "", "--quiet"]) == 2
     assert "--methods is empty" in capsys.readouterr().err
+    assert main(["demo", "--max-digits", "1", "--quiet", "--out", str(tmp_path / "demo")]) == 2
+    assert "--max-digits 1: a demo bag holds 2 digits or more" in capsys.readouterr().err
 
 
 def test_paths_and_formats_are_explained(tmp_path, capsys, monkeypatch):
@@ -292,7 +306,7 @@ def test_paths_and_formats_are_explained(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("damage", ["truncate", "empty", "list", "nan"])
 def test_corrupt_models_exit_2_with_one_line(tmp_path, capsys, damage):
-    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train"))
+    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train", max_size=4))
     model = tmp_path / "m"
     assert main(["fit", "--data", str(tmp_path / "d.npz"), "--method", "map", "--out", str(model)]) == 0
     params, meta = model / "params.npz", model / "metadata.json"
@@ -314,7 +328,7 @@ def test_corrupt_models_exit_2_with_one_line(tmp_path, capsys, damage):
 
 
 def test_prior_scale_zero_means_no_prior(tmp_path, capsys):
-    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train"))
+    _write_npz(tmp_path / "d.npz", make_miml_digits(20, seed=0, split="train", max_size=4))
     args = ["fit", "--data", str(tmp_path / "d.npz"), "--max-iter", "3", "--prior-scale", "0", "--quiet"]
     assert main(args + ["--out", str(tmp_path / "em")]) == 0
     em = json.loads((tmp_path / "em" / "metadata.json").read_text())
@@ -341,7 +355,7 @@ def test_hja_comparison_names_the_bags_it_cannot_fit(capsys):
 
 
 def test_fit_takes_pruning_and_stochastic_em(tmp_path, capsys):
-    _write_npz(tmp_path / "d.npz", make_miml_digits(40, seed=0, split="train"))
+    _write_npz(tmp_path / "d.npz", make_miml_digits(40, seed=0, split="train", max_size=4))
     base = ["fit", "--data", str(tmp_path / "d.npz"), "--quiet", "--max-iter", "5"]
     assert main(base + ["--prune", "0.1", "--out", str(tmp_path / "p")]) == 0
     out = capsys.readouterr().out
@@ -364,7 +378,7 @@ def _relaxed_digits(n_bags: int, seed: int):
     """
     from orlr_ppl.data import MIMLData
 
-    ds = make_miml_digits(n_bags, seed=seed, split="train")
+    ds = make_miml_digits(n_bags, seed=seed, split="train", max_size=4)
     bags, sets, inst = [], [], []
     cut = 0
     for x, s, y in zip(ds.bags, ds.label_sets, ds.instance_labels):

@@ -13,7 +13,7 @@ from orlr_ppl.data.datasets import make_miml_digits
 
 
 def _fit(tmp_path, cache_setting: str) -> subprocess.CompletedProcess:
-    ds = make_miml_digits(20, seed=0, split="train")
+    ds = make_miml_digits(20, seed=0, split="train", max_size=4)
     labels = np.zeros((len(ds.bags), 10), int)
     for i, s in enumerate(ds.label_sets):
         labels[i, s] = 1

@@ -140,7 +140,7 @@ def test_bags_without_label_sets_are_for_prediction_only():
 
 
 def test_splits_are_seeded_disjoint_and_cover_every_bag():
-    ds = make_miml_digits(40, seed=3)
+    ds = make_miml_digits(40, seed=3, max_size=4)
     d = MIMLData(ds.bags, ds.label_sets, ds.instance_labels, n_classes=10)
     tr, te = d.train_test_split(0.25, seed=1)
     tr2, te2 = d.train_test_split(0.25, seed=1)
@@ -176,7 +176,7 @@ def test_standardizer_leaves_constant_features_unscaled():
 
 
 def test_estimators_accept_miml_data():
-    ds = make_miml_digits(60, seed=0)
+    ds = make_miml_digits(60, seed=0, max_size=4)
     d = MIMLData(ds.bags, ds.label_sets, ds.instance_labels, n_classes=10, class_names=list("0123456789"))
     # One ORLR fit (each fit compiles); that fitting from MIMLData equals fitting from lists is
     # checked on SoftmaxRegression below and for SIM in test_sim.

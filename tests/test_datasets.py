@@ -58,7 +58,7 @@ def test_bad_split_arguments_say_what_is_allowed():
 def test_digits_are_one_miml_data_that_orlr_fits():
     from orlr_ppl import ORLR, MIMLData
 
-    ds = make_miml_digits(40, seed=2, split="train")
+    ds = make_miml_digits(40, seed=2, split="train", max_size=4)
     assert isinstance(ds, MIMLData)
     assert (ds.n_bags, ds.n_features, ds.n_classes) == (40, 64, 10)
     assert ds.class_names == [str(c) for c in range(10)] and ds.bag_ids == list(range(40))

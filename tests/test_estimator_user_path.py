@@ -29,7 +29,11 @@ WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
 
 @pytest.fixture(scope="module")
 def data():
-    return make_miml_digits(60, seed=5, split="train"), make_miml_digits(25, seed=6, split="test")
+    # Bags of at most 4 digits: label sets up to 8 make DP programs that compile 2.6x longer, and
+    # large label sets are checked against brute force in test_subset_dp.
+    return make_miml_digits(100, seed=5, split="train", max_size=4), make_miml_digits(
+        40, seed=6, split="test", max_size=4
+    )
 
 
 @pytest.fixture(scope="module")
@@ -276,12 +280,19 @@ def test_string_label_sets_are_class_names(em, data, tmp_path):
     assert by_name.class_names_ == names and by_name.n_classes_ == 10
     # The same fit as with the indices of the sorted names.
     index = [[names.index(WORDS[c]) for c in s] for s in train.label_sets]
-    np.testing.assert_array_equal(by_name.coef_, quiet_fit(clone(em), train.bags, index).coef_)
+    by_index = quiet_fit(clone(em), train.bags, index)
+    np.testing.assert_array_equal(by_name.coef_, by_index.coef_)
     # Predictions are indices into class_names_; transductive label sets may be names.
     got = by_name.predict(test.bags, named(test.label_sets))
     assert all(set(names[k] for k in y) <= set(named([s])[0]) for y, s in zip(got, test.label_sets))
     truth = [[WORDS[c] for c in y] for y in test.instance_labels]
-    assert by_name.score(test.bags, truth) == em.score(test.bags, test.instance_labels)
+    truth_index = [[names.index(WORDS[c]) for c in y] for y in test.instance_labels]
+    assert by_name.score(test.bags, truth) == by_index.score(test.bags, truth_index)
+    # Sorted names permute the classes: the same model, but a float32 EM stopped after 20 iterations
+    # in another class order may flip a near tie.
+    assert by_name.score(test.bags, truth) == pytest.approx(
+        em.score(test.bags, test.instance_labels), abs=0.02
+    )
     back = ORLR.load(by_name.save(tmp_path / "named"))
     assert back.class_names_ == names
     for p, q in zip(got, back.predict(test.bags, named(test.label_sets))):

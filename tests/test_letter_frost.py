@@ -85,7 +85,7 @@ def test_cross_validation_reuses_compiled_em_across_folds():
     from orlr_ppl.evaluation.cross_validation import cross_validate
     from orlr_ppl.inference import em
 
-    data = make_miml_digits(60, seed=0)
+    data = make_miml_digits(60, seed=0, max_size=4)
     model = {"EM": lambda: ORLR(method="em", max_iter=3, tol=0.0)}
     cross_validate(data, model, "inductive", n_folds=2, seed=0)
     before = em._em._cache_size()

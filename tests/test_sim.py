@@ -224,7 +224,9 @@ def test_held_out_bags_drop_out_of_the_objective():
 
 @pytest.fixture(scope="module")
 def digits():
-    return make_miml_digits(150, seed=0, split="train"), make_miml_digits(100, seed=1, split="test")
+    return make_miml_digits(150, seed=0, split="train", max_size=4), make_miml_digits(
+        100, seed=1, split="test", max_size=4
+    )
 
 
 @pytest.fixture(scope="module")

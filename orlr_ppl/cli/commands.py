@@ -126,10 +126,14 @@ def demo(args: argparse.Namespace) -> int:
     from ..evaluation import metrics
     from ..inference.inference_data import summary
 
+    if args.max_digits < 2:
+        raise ValueError(f"--max-digits {args.max_digits}: a demo bag holds 2 digits or more; give 2 or more")
     steps = tqdm(total=4, desc="demo", disable=args.quiet, file=sys.stderr)
     # Disjoint image pools: the inductive accuracy is on digits the models never saw.
-    train = make_miml_digits(args.n_bags, seed=args.seed, split="train")
-    test = make_miml_digits(max(args.n_bags // 3, 1), seed=args.seed + 1, split="test")
+    train = make_miml_digits(args.n_bags, max_size=args.max_digits, seed=args.seed, split="train")
+    test = make_miml_digits(
+        max(args.n_bags // 3, 1), max_size=args.max_digits, seed=args.seed + 1, split="test"
+    )
     out = Path(args.out)
     _refuse_overwrite([out / "em", out / "nuts"], args.force)
     steps.set_postfix_str("EM")

@@ -195,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = _parser(sub, "demo", help="fit EM and NUTS on embedded MIML digits; compare MAP and posterior")
     demo.add_argument("--n-bags", type=int, default=200, help="training bags (test bags: a third as many)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the bags and the sampler")
+    demo.add_argument(
+        "--max-digits", type=int, default=8, help="digits per bag at most (bags hold 2 to this many)"
+    )
     demo.add_argument("--out", default=str(DEMO_DIR), help="folder for the two saved models (em/, nuts/)")
     demo.add_argument("--force", action="store_true", help="overwrite models already saved there")
     _add_fit_args(demo, num_warmup=200, num_samples=200, num_chains=2, max_num_samples=0)
