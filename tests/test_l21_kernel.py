@@ -128,6 +128,10 @@ def test_l21_em_and_map_zero_the_irrelevant_rows_and_agree(l21_fits) -> None:
     assert em.log_posterior == pytest.approx(mp.log_posterior, abs=1e-3)
 
 
+# One program per shape: evaluated eagerly, each of the model's ~200 operations compiles on its own.
+_potential = jax.jit(potential, static_argnums=3)
+
+
 def test_l21_log_posterior_is_the_model_s_under_the_group_laplace_prior(l21_fits) -> None:
     data, em, _ = l21_fits
     basis = sum_to_zero_basis(data.n_outputs)
@@ -136,12 +140,12 @@ def test_l21_log_posterior_is_the_model_s_under_the_group_laplace_prior(l21_fits
         "beta_raw": jnp.asarray(em.beta @ basis, jnp.float32),
     }
     arrays, shape = split_model_data(data)
-    model_value = -float(potential(params, arrays, prior_scales(0.05, 10.0), shape))
+    model_value = -float(_potential(params, arrays, prior_scales(0.05, 10.0), shape))
     assert em.log_posterior == pytest.approx(model_value, abs=1e-3)
     # The group Laplace prior, not the Normal of the same scale: that one gives another value.
     normal_shape = shape._replace(weight_prior="normal")
     assert model_value != pytest.approx(
-        -float(potential(params, arrays, prior_scales(0.05, 10.0), normal_shape))
+        -float(_potential(params, arrays, prior_scales(0.05, 10.0), normal_shape))
     )
 
 
@@ -329,7 +333,7 @@ def test_horseshoe_nuts_converges_and_shrinks_the_irrelevant_rows() -> None:
 
 def test_horseshoe_svi_fits_and_names_its_scales() -> None:
     bags, sets, _ = _irrelevant_rows(n_bags=40, d_irr=3, c=3)
-    model = ORLR(method="svi", prior="group_horseshoe", prior_scale=3.0, svi_steps=1500, random_state=0)
+    model = ORLR(method="svi", prior="group_horseshoe", prior_scale=3.0, svi_steps=500, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(bags, sets)

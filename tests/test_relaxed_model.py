@@ -35,13 +35,14 @@ def test_relaxed_label_sets_are_a_distribution(dtype, novel, leak, known):
     logits = rng.normal(size=(2, NAMED + novel)) * 2.0
     sets = _all_label_sets(NAMED)
     with precision(dtype):
-        d = BagLabelSet(
-            jnp.asarray(np.broadcast_to(logits, (len(sets),) + logits.shape), dtype),
-            novel=novel,
-            leak=leak,
-            instance_labels=None if known is None else jnp.asarray([known] * len(sets)),
-        )
-        lp = np.asarray(d.log_prob(jnp.asarray(sets)), np.float64)
+
+        @jax.jit  # one program: eagerly, each of the DP's operations compiles on its own
+        def log_prob(z, value):
+            known_labels = None if known is None else jnp.asarray([known] * len(sets))
+            return BagLabelSet(z, novel=novel, leak=leak, instance_labels=known_labels).log_prob(value)
+
+        z = jnp.asarray(np.broadcast_to(logits, (len(sets),) + logits.shape), dtype)
+        lp = np.asarray(log_prob(z, jnp.asarray(sets)), np.float64)
     total = np.exp(lp[np.isfinite(lp)]).sum()
     want = 1.0
     if known is not None:

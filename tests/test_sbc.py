@@ -18,9 +18,8 @@ from orlr_ppl.inference.sbc import (  # noqa: E402
     BROKEN_LIKELIHOOD_POWER,
     NUTSSettings,
     SBCDesign,
-    likelihood_copies,
+    likelihood_powered_scales,
     plot_rank_histograms,
-    powered_model_data,
     replication_model_data,
     run_sbc,
     simulate_replication,
@@ -35,12 +34,12 @@ from orlr_ppl.inference.sbc_stats import (  # noqa: E402
     sbc_result,
     thin_indices,
 )
-from orlr_ppl.model.log_density import potential, prior_scales  # noqa: E402
+from orlr_ppl.model.log_density import potential, potential_and_grad, potential_and_grad_on_host  # noqa: E402
 from orlr_ppl.model.numpyro_model import make_model_data, orlr_model, split_model_data  # noqa: E402
 
 # Reduced SBC: 80 replications of 40 bags, 3 classes, 2 features; one chain of 200 warmup + 200 draws
 # thinned to L = 19 (20 possible ranks, 5 bins of 4). Each run compiles the package's NUTS driver once for
-# all its replications (the broken run fits 4 copies of the bags: a second shape, a second compilation).
+# all its replications (the broken run's powered likelihood is a second program).
 DESIGN = SBCDesign(n_bags=40, n_classes=3, n_features=2)
 SETTINGS = NUTSSettings(num_warmup=200, num_samples=200, num_chains=1)
 N_REPLICATIONS, N_DRAWS, N_BINS = 80, 19, 5
@@ -79,8 +78,8 @@ def test_sbc_rejects_a_deliberately_broken_likelihood():
     # A calibration test that could not fail would be a defect: passing it would prove nothing. Fitting
     # p(theta) p(Y | theta)**4 to data simulated from the model is a wrong, overconfident posterior; that
     # this reduced SBC rejects it is what shows the passing test above has the power to fail.
-    # Half the replications: the broken posterior is rejected by a wide margin (its 4 likelihood
-    # copies make each replication 4 times the work of a correct one).
+    # Half the replications: the broken posterior is still rejected (Holm p ~ 5e-5 at seed 0; 20
+    # replications gave only 2e-3, too near alpha = 0.01).
     result = _reduced_sbc(BROKEN_LIKELIHOOD_POWER, N_REPLICATIONS // 2)
     assert not result.passed, result.summary()
     # The failure is the one expected of an overconfident posterior: ranks piled at both ends.
@@ -167,38 +166,45 @@ def test_simulated_label_sets_are_the_unions_of_the_instance_labels():
     assert np.all(rep.label_sets.sum(axis=1) >= 1)
 
 
-def test_single_bucket_layout_scores_like_make_model_data_and_copies_power_only_the_likelihood():
+def test_single_bucket_layout_scores_like_make_model_data_and_the_power_scales_only_the_likelihood():
     rep = simulate_replication(np.random.default_rng(4), DESIGN)
     params = {"W_raw": rep.w_raw.astype(np.float32), "beta_raw": rep.beta_raw.astype(np.float32)}
     model_kwargs = {"prior_scale": 1.0, "intercept_scale": 1.0}
     single = replication_model_data(rep.features, rep.mask, rep.label_sets)
     bags = [rep.features[b, rep.mask[b]] for b in range(40)]
     bucketed = make_model_data(bags, [np.flatnonzero(s) for s in rep.label_sets], n_classes=3)
-    # The potential the NUTS driver samples, of the data as fitted with likelihood ** 1 and ** 4.
-    split = [split_model_data(powered_model_data(rep, k)) for k in (1, likelihood_copies(4.0))]
-    scales = prior_scales(1.0, 1.0)
+    # The potential the NUTS driver samples, with likelihood ** 1 and ** 4.
+    arrays, shape = split_model_data(single)
+    powered = [likelihood_powered_scales(DESIGN, k) for k in (1.0, BROKEN_LIKELIHOOD_POWER)]
+    assert len(powered[0]) == 2  # power 1: the scales, hence the program, a fit samples with
 
     @jax.jit  # one compilation instead of an eager one per DP bucket shape
     def scores(params):
         ll_single = log_likelihood(orlr_model, params, single, **model_kwargs, batch_ndims=0)["Y_0"]
         ll_bucketed = log_likelihood(orlr_model, params, bucketed, **model_kwargs, batch_ndims=0)
-        energies = [potential(params, arrays, scales, shape) for arrays, shape in split]
+        energies = [potential(params, arrays, scales, shape) for scales in powered]
         return ll_single, ll_bucketed, energies
 
     ll_single, per_site, (energy_1, energy_4) = scores(params)
     ll_bucketed = bucketed.merge_sites({k: np.asarray(v)[None] for k, v in per_site.items()})[0]
     np.testing.assert_allclose(ll_single, ll_bucketed, rtol=1e-5, atol=1e-5)
-    # Four copies of the bags add three log-likelihoods and leave the prior alone.
+    # Likelihood ** 4 adds three log-likelihoods and leaves the prior alone.
     np.testing.assert_allclose(energy_1 - energy_4, 3.0 * np.sum(ll_single), rtol=1e-4)
+    # The chains' starting states come from the host-side potential: it must see the power too.
+    on_host = potential_and_grad_on_host(params, arrays, powered[1], shape)
+    np.testing.assert_allclose(on_host[0], energy_4, rtol=1e-5)
+    want = potential_and_grad(params, arrays, powered[1], shape)[1]
+    for name in want:
+        np.testing.assert_allclose(on_host[1][name], want[name], rtol=1e-4, atol=1e-4)
 
 
-def test_the_likelihood_power_must_be_a_whole_number():
-    assert likelihood_copies(1.0) == 1 and likelihood_copies(BROKEN_LIKELIHOOD_POWER) == 4
-    for power in (0.0, 2.5, -1.0):
-        with pytest.raises(ValueError, match="whole number"):
-            likelihood_copies(power)
-    with pytest.raises(ValueError, match="whole number"):
-        run_sbc(1, DESIGN, SETTINGS, n_draws=N_DRAWS, n_bins=N_BINS, likelihood_power=2.5)
+def test_the_likelihood_power_must_be_positive_and_finite():
+    assert likelihood_powered_scales(DESIGN, 2.5)[2] == 2.5
+    for power in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="positive and finite"):
+            likelihood_powered_scales(DESIGN, power)
+    with pytest.raises(ValueError, match="positive and finite"):
+        run_sbc(1, DESIGN, SETTINGS, n_draws=N_DRAWS, n_bins=N_BINS, likelihood_power=0.0)
 
 
 def test_flat_params_and_names_agree_and_derived_weights_sum_to_zero():

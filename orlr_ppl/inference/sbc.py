@@ -46,12 +46,12 @@ shorten the way to the typical set, which warmup covers.
 The broken likelihood (test device). A calibration test that cannot fail
 proves nothing, so ``run_sbc`` can fit a deliberately wrong, overconfident
 posterior ``p(theta) p(Y | theta)**k`` to data simulated from the model, which
-SBC must reject (``BROKEN_LIKELIHOOD_POWER``). The driver evaluates
-``orlr_model`` itself and has no hook to scale its likelihood, so the power is
-a whole number ``k`` and the wrong posterior is the model's own posterior given
-every bag ``k`` times over: the copies' likelihoods multiply, the prior is
-counted once (``powered_model_data``). That run has ``k`` times the bags,
-hence its own compilation and about ``k`` times the cost per gradient.
+SBC must reject (``BROKEN_LIKELIHOOD_POWER``). The power enters as a third
+element of the driver's traced scales (``likelihood_powered_scales``):
+``orlr_model`` multiplies its label-set sites' log-likelihood by it
+(``likelihood_scale``) and leaves the prior alone. For a whole ``k`` that is
+the posterior given every bag ``k`` times over, at the cost of one copy. The
+scaled model is a program of its own, compiled once for the broken run.
 
 Thinning. Draws are autocorrelated; ranks from correlated draws are not
 uniform even for an exact sampler (Talts et al. section 4.1). The post-warmup
@@ -94,8 +94,7 @@ BROKEN_LIKELIHOOD_POWER = 4.0
 """Test device: the likelihood power of the deliberately wrong posterior that SBC must reject.
 
 Fitting with ``p(theta) p(Y | theta)**4`` shrinks the posterior about
-two-fold: the ranks pile at both ends. A whole number: the power is fitted as
-four copies of every bag (``powered_model_data``).
+two-fold: the ranks pile at both ends (``likelihood_powered_scales``).
 """
 
 
@@ -202,35 +201,19 @@ def replication_model_data(features: Array, mask: Array, label_sets: Array) -> M
 # -- fitting -------------------------------------------------------------------
 
 
-def likelihood_copies(likelihood_power: float) -> int:
-    """The number ``k`` of copies of the bags whose likelihood is ``p(Y | theta)**likelihood_power``.
+def likelihood_powered_scales(design: SBCDesign, likelihood_power: float = 1.0) -> tuple:
+    """The NUTS driver's traced scales: the design's priors, and a likelihood power other than 1.
 
-    Raises ``ValueError`` unless the power is a whole number of at least 1.
+    ``(prior_scale, intercept_scale)`` for the model's own posterior (power 1:
+    the very program a fit runs); with a third element ``k``, the driver
+    samples ``p(theta) p(Y | theta)**k`` (``log_density.Scales``).
+
+    Raises ``ValueError`` unless the power is positive and finite.
     """
-    copies = round(likelihood_power)
-    if copies < 1 or copies != likelihood_power:
-        raise ValueError(
-            f"likelihood_power must be a whole number >= 1 (it is fitted as that many copies of the bags), "
-            f"got {likelihood_power}"
-        )
-    return copies
-
-
-def powered_model_data(rep: Replication, copies: int = 1) -> ModelData:
-    """The replication's bags ``copies`` times over, in one bucket: likelihood ``p(Y | theta)**copies``.
-
-    Bags are independent given ``theta``, so the likelihood of ``k`` copies is
-    the ``k``-th power of one copy's, while ``orlr_model``'s prior enters once.
-    ``copies = 1`` is the replication itself.
-
-    Returns:
-        ``ModelData`` of ``copies * B`` bags (``replication_model_data``).
-    """
-
-    def tile(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([a] * copies)
-
-    return replication_model_data(tile(rep.features), tile(rep.mask), tile(rep.label_sets))
+    if not (np.isfinite(likelihood_power) and likelihood_power > 0):
+        raise ValueError(f"likelihood_power must be positive and finite, got {likelihood_power}")
+    scales = prior_scales(design.prior_scale, design.intercept_scale)
+    return scales if likelihood_power == 1.0 else (*scales, np.asarray(likelihood_power, np.float32))
 
 
 class ReplicationDraws(NamedTuple):
@@ -265,10 +248,10 @@ def fit_replication(
         rng_key: PRNG key of the sampler.
         design: its prior scales are the fit's.
         settings: warmup, draws, chains, target acceptance.
-        likelihood_power: 1 for the model's posterior. Test device: a whole
-            number ``k > 1`` fits ``p(theta) p(Y | theta)**k``, a wrong posterior.
+        likelihood_power: 1 for the model's posterior. Test device: another
+            power ``k`` fits ``p(theta) p(Y | theta)**k``, a wrong posterior.
     """
-    data = powered_model_data(rep, likelihood_copies(likelihood_power))
+    data = replication_model_data(rep.features, rep.mask, rep.label_sets)
     arrays, shape = split_model_data(data)
     n_chains = settings.num_chains
     inits = {k: jnp.broadcast_to(v, (n_chains,) + v.shape) for k, v in zeros_init(data, True).items()}
@@ -278,7 +261,7 @@ def fit_replication(
         keys,
         inits,
         arrays,
-        prior_scales(design.prior_scale, design.intercept_scale),
+        likelihood_powered_scales(design, likelihood_power),
         shape,
         driver,
         nuts.resolve_chain_method("auto", n_chains),
@@ -321,7 +304,7 @@ def run_sbc(
         alpha: family-wise level: the verdict passes when every Holm-adjusted
             p-value exceeds it.
         likelihood_power: TEST DEVICE, not a fitting option. 1 fits the
-            model's posterior; a whole number ``k > 1`` fits ``p(theta) p(Y |
+            model's posterior; another power ``k`` fits ``p(theta) p(Y |
             theta)**k`` while the data stay simulated from the model, a
             deliberately wrong posterior that SBC should reject (see
             ``BROKEN_LIKELIHOOD_POWER``).
@@ -334,7 +317,7 @@ def run_sbc(
     # Check L, n_bins and the power before the long run.
     keep = thin_indices(settings.num_chains * settings.num_samples, n_draws)
     rank_uniformity(np.zeros((1, 1), np.int64), n_draws, n_bins)
-    likelihood_copies(likelihood_power)
+    likelihood_powered_scales(design, likelihood_power)
     names = param_names(design.n_features, design.n_classes, derived)
     ranks = np.empty((n_replications, len(names)), np.int64)
     min_ess = np.empty(n_replications)

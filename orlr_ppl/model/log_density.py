@@ -13,7 +13,8 @@ L-BFGS and the NUTS chains' starting states.
 
 Scales are a pair ``(prior_scale, intercept_scale)`` of 0-d arrays or None
 (an improper flat prior); None changes the model, hence the compiled program,
-a value does not.
+a value does not. A third element, when present, is a power of the likelihood
+(``orlr_model``'s ``likelihood_scale``): SBC's deliberately broken posterior.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .numpyro_model import ModelArrays, ModelShape, join_model_data, orlr_model
 
 Array = jax.Array
 Params = dict[str, Array]
-Scales = tuple[Array | None, Array | None]
+Scales = tuple[Array | None, ...]
 
 
 def prior_scales(prior_scale: float | None, intercept_scale: float | None, dtype=np.float32) -> Scales:
@@ -44,7 +45,13 @@ def prior_scales(prior_scale: float | None, intercept_scale: float | None, dtype
 
 
 def _model_kwargs(scales: Scales, fit_intercept: bool) -> dict:
-    return {"prior_scale": scales[0], "intercept_scale": scales[1], "fit_intercept": fit_intercept}
+    power = scales[2] if len(scales) > 2 else None
+    return {
+        "prior_scale": scales[0],
+        "intercept_scale": scales[1],
+        "fit_intercept": fit_intercept,
+        "likelihood_scale": power,
+    }
 
 
 def potential(
@@ -253,9 +260,10 @@ def potential_and_grad_on_host(
     bucket, each with its log-space fallback. A bag near underflow (the flag
     the E-step returns)
     sends the call to ``potential_and_grad``, as does a learnt leak, whose
-    parameter ``Q`` leaves out.
+    parameter ``Q`` leaves out, or a likelihood power (``Scales``), which the
+    E-step's value and ``Q`` leave out.
     """
-    if shape.leak != "learn":
+    if shape.leak != "learn" and len(scales) == 2:
         value, grad, resolved = _fisher_jit(params, arrays, scales, shape, fit_intercept)
         if bool(resolved):
             return value, grad
