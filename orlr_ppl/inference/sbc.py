@@ -70,7 +70,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model.log_density import prior_scales
+from ..model.log_density import Scales, prior_scales
 from ..model.numpyro_model import ModelBucket, ModelData, split_model_data, sum_to_zero_basis
 from . import nuts
 from .inference_data import zeros_init
@@ -201,7 +201,7 @@ def replication_model_data(features: Array, mask: Array, label_sets: Array) -> M
 # -- fitting -------------------------------------------------------------------
 
 
-def likelihood_powered_scales(design: SBCDesign, likelihood_power: float = 1.0) -> tuple:
+def likelihood_powered_scales(design: SBCDesign, likelihood_power: float = 1.0) -> Scales:
     """The NUTS driver's traced scales: the design's priors, and a likelihood power other than 1.
 
     ``(prior_scale, intercept_scale)`` for the model's own posterior (power 1:
