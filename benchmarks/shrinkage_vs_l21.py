@@ -1,7 +1,7 @@
 """The group-horseshoe posterior (NUTS) against the l2,1 MAP (issue 13): accuracy, sparsity, diagnostics.
 
     python benchmarks/shrinkage_vs_l21.py [--dataset letter-frost|hja-union] [--folds 10]
-        [--slab 3.0] [--num-chains 4] [--num-warmup 300] [--num-samples 1000] [--dense-mass]
+        [--slab 3.0] [--num-chains 4] [--num-warmup 300] [--num-samples 1000] [--dense-mass] [--progress-bar]
         [--run-folds 0,1,2] [--save rows.jsonl] [--summarise]
 
 Same bag-level folds (seed 0) as ``orlr-ppl evaluate``, linear features standardised on each
@@ -40,6 +40,7 @@ def _fold(train, test, args, fold: int) -> dict[str, float]:
         num_samples=args.num_samples,
         dense_mass=args.dense_mass,
         random_state=fold,
+        progress_bar=args.progress_bar,
     )
     post, t_nuts = timed_fit(post, train)
     diag = post.diagnostics()
@@ -86,6 +87,7 @@ def main() -> None:
     p.add_argument("--num-warmup", type=int, default=300)
     p.add_argument("--num-samples", type=int, default=1000)
     p.add_argument("--dense-mass", action="store_true", help="NUTS adapts a dense mass matrix")
+    p.add_argument("--progress-bar", action="store_true", help="a tqdm bar over NUTS's iterations, on stderr")
     add_part_options(p)
     args = p.parse_args()
     names = ("dataset", "folds", "slab", "num_chains", "num_warmup", "num_samples", "dense_mass")
