@@ -22,7 +22,8 @@ instances, beside linear softmax regression (scikit-learn's lbfgs, the time refe
 per fold cost too much. ``--run-folds`` fits only those folds, and ``--save`` appends each fold's
 row to a JSON-lines file, so that a run too long for one sitting is done in parts (each fold is
 seeded by its number: a part gives what the whole run would); ``--summarise`` then prints the
-summary from that file, refusing a missing fold.
+summary from that file, refusing a missing fold (with ``--run-folds``: of those folds, a partial
+summary).
 """
 
 from __future__ import annotations
@@ -145,8 +146,9 @@ def _summarise(rows: list[dict[str, float]]) -> None:
             )
 
 
-def _saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, float]]:
-    """The rows saved in ``path`` (JSON lines) for ``settings``: refuses missing, repeated, foreign folds."""
+def _saved_rows(path: Path, settings: dict, folds: list[int]) -> list[dict[str, float]]:
+    """The rows of ``folds`` saved in ``path`` (JSON lines) for ``settings``: refuses missing,
+    repeated and foreign folds."""
     rows: dict[int, dict[str, float]] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         record = json.loads(line)
@@ -157,21 +159,27 @@ def _saved_rows(path: Path, settings: dict, n_folds: int) -> list[dict[str, floa
         if record["fold"] in rows:
             raise SystemExit(f"{path}:{number}: fold {record['fold']} saved twice; keep one line per fold")
         rows[record["fold"]] = record["row"]
-    missing = sorted(set(range(n_folds)) - set(rows))
+    missing = sorted(set(folds) - set(rows))
     if missing:
         raise SystemExit(f"{path}: folds {missing} not saved yet; run them with --run-folds")
-    return [rows[f] for f in range(n_folds)]
+    return [rows[f] for f in folds]
 
 
 def add_part_options(p: argparse.ArgumentParser) -> None:
     """``--run-folds``, ``--save`` and ``--summarise``: a run too long for one sitting, done in parts."""
     p.add_argument("--run-folds", default=None, help="comma list of the folds to fit (default: all)")
     p.add_argument("--save", type=Path, default=None, help="append each fold's row here (JSON lines)")
-    p.add_argument("--summarise", action="store_true", help="fit nothing: summarise the folds in --save")
+    p.add_argument(
+        "--summarise",
+        action="store_true",
+        help="fit nothing: summarise the folds in --save (all, or those of --run-folds: a partial summary)",
+    )
 
 
 def _shown(value) -> str:
-    """A row's value as printed: numbers to 4 significant digits, names as they are."""
+    """A row's value as printed: numbers to 4 significant digits, names as they are, None as "-"."""
+    if value is None:
+        return "-"
     return value if isinstance(value, str) else f"{value:.4g}"
 
 
@@ -184,17 +192,18 @@ def run_in_parts(
     """Fit ``args.run_folds`` of ``args.dataset``'s folds (seed 0), each row printed and saved; or summarise.
 
     With ``--summarise``, nothing is fitted: ``summarise`` gets the rows saved in ``--save`` under
-    these ``settings``, which must hold every fold once. Otherwise ``fit_fold(train, test, fold)``
+    these ``settings``, which must hold every fold once (or each of ``--run-folds`` once: a partial
+    summary, which says so by its fold count). Otherwise ``fit_fold(train, test, fold)``
     gives each fold's row, appended to ``--save`` with the settings, and the folds of this run are
     summarised when there are several.
     """
     settings = json.loads(json.dumps(settings))  # tuples as JSON lists, as a saved line reads back
+    run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
     if args.summarise:
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
-        summarise(_saved_rows(args.save, settings, args.folds))
+        summarise(_saved_rows(args.save, settings, sorted(run)))
         return
-    run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
     data = load_dataset(args.dataset)
     print(f"{args.dataset}: {data!r}", flush=True)
     rows = []

@@ -443,3 +443,39 @@ def test_orlr_novel_is_compared_by_name():
     assert (params["novel_class"], params["leak"], params["method"]) == (True, "learn", "em")
     default = build_parser().parse_args(["evaluate", "--dataset", "digits"])
     assert "orlr-novel" not in default.methods.split(",")
+
+
+def test_drop_features_reaches_fit_predict_and_evaluate(tmp_path, capsys):
+    ds = make_miml_digits(20, seed=0, split="train", max_size=4)
+    _write_npz(tmp_path / "d.npz", ds)
+    data, model = str(tmp_path / "d.npz"), str(tmp_path / "m")
+    names = "x3,x7"
+    assert main(["fit", "--data", data, "--method", "map", "--drop-features", names, "--out", model]) == 0
+    assert json.loads((tmp_path / "m" / "metadata.json").read_text())["n_features"] == ds.n_features - 2
+    capsys.readouterr()
+    assert main(["predict", "--model", model, "--data", data, "--drop-features", names]) == 0
+    assert main(["evaluate", "--model", model, "--data", data, "--drop-features", names, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", model, "--data", data]) == 2  # the same list is needed
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(ds.n_features - 2) in err
+    assert main(["fit", "--data", data, "--method", "map", "--drop-features", "x3,nope", "--out", model]) == 2
+    assert "no feature named ['nope']" in capsys.readouterr().err
+
+
+def test_fit_reports_collinear_features_as_a_warning_line(capsys):
+    import warnings
+
+    from orlr_ppl.cli.commands import fit_quietly
+    from orlr_ppl.data.collinearity import CollinearityWarning
+
+    class _Model:
+        def fit(self, *args):
+            warnings.warn("x2 ~ x0, x1", CollinearityWarning, stacklevel=2)
+            warnings.warn("something else", UserWarning, stacklevel=2)
+            return self
+
+    with pytest.warns(UserWarning, match="something else") as rec:
+        fit_quietly(_Model())
+    assert not any(issubclass(w.category, CollinearityWarning) for w in rec)
+    assert capsys.readouterr().err == "warning: x2 ~ x0, x1\n"

@@ -195,20 +195,27 @@ def test_bad_input_messages(fitted, data):
         SoftmaxRegression(n_classes=10).fit(train.bags[:1], [np.full(len(train.bags[0]), 11)])
 
 
-def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(monkeypatch, data):
-    """``ORLR(dense_mass=True)`` and ``orlr-ppl fit --dense-mass`` ask NUTS for a dense mass matrix
-    (``test_nuts_driver`` checks that the sampler then adapts one)."""
-    from orlr_ppl.cli.commands import estimator_from_args
-    from orlr_ppl.cli.main import build_parser
-    from orlr_ppl.inference import nuts
+class Asked(Exception):
+    """Raised by ``nuts_asked``'s stand-in for ``fit_nuts``, carrying the settings it was given."""
 
-    class Asked(Exception):
-        pass
+
+@pytest.fixture
+def nuts_asked(monkeypatch):
+    """``fit_nuts`` replaced by one that raises ``Asked(kwargs)``: what the estimator asks NUTS for."""
+    from orlr_ppl.inference import nuts
 
     def sampler(data, **kwargs):
         raise Asked(kwargs)
 
     monkeypatch.setattr(nuts, "fit_nuts", sampler)
+
+
+def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts_asked, data):
+    """``ORLR(dense_mass=True)`` and ``orlr-ppl fit --dense-mass`` ask NUTS for a dense mass matrix
+    (``test_nuts_driver`` checks that the sampler then adapts one)."""
+    from orlr_ppl.cli.commands import estimator_from_args
+    from orlr_ppl.cli.main import build_parser
+
     train, _ = data
     for dense in (False, True):
         with pytest.raises(Asked) as asked:
@@ -217,3 +224,27 @@ def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(
     args = build_parser().parse_args(["fit", "--method", "nuts", "--dense-mass"])
     assert estimator_from_args(args).dense_mass is True
     assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).dense_mass is False
+
+
+def test_target_accept_reaches_the_sampler_with_the_prior_s_default_and_is_checked(nuts_asked, data):
+    """``ORLR(target_accept=...)`` / ``--target-accept`` set NUTS's step-size target; None gives 0.98
+    under the horseshoe and 0.8 otherwise; a value outside (0, 1) is refused before any fitting."""
+    from orlr_ppl.cli.commands import estimator_from_args
+    from orlr_ppl.cli.main import build_parser
+
+    train, _ = data
+    cases = [("normal", None, 0.8), ("group_horseshoe", None, 0.98), ("group_horseshoe", 0.9, 0.9)]
+    for prior, given, expected in cases:
+        with pytest.raises(Asked) as asked:
+            ORLR(method="nuts", init="zeros", prior=prior, target_accept=given).fit(
+                train.bags, train.label_sets
+            )
+        assert asked.value.args[0]["target_accept_prob"] == pytest.approx(expected)
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(
+            ValueError, match=f"target_accept={bad}: give a probability strictly between 0 and 1"
+        ):
+            ORLR(method="nuts", target_accept=bad).fit(train.bags, train.label_sets)
+    args = build_parser().parse_args(["fit", "--method", "nuts", "--target-accept", "0.9"])
+    assert estimator_from_args(args).target_accept == 0.9
+    assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).target_accept is None

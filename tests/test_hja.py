@@ -130,3 +130,14 @@ def test_mlsp_style_arff_with_an_impossible_bag_is_fitted_whole_with_a_leak(fold
     post = model.predict_proba(arff.subset([40]), arff.subset([40]).label_sets)[0]
     assert post.shape == (2, 13)
     np.testing.assert_allclose(post[:, arff.label_sets[40]].sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_two_feature_dependencies_are_found_and_named(published):
+    # x14-x16 are tied exactly, and the 16 bins x22-x37 sum to a constant up to rounding (singular
+    # value 2e-6 of the largest): 36 independent directions among 38 features.
+    dep = published.linear_dependencies()
+    assert dep.rank == 36 and len(dep.redundant) == 2
+    tied, bins = {"x14", "x15", "x16"}, {f"x{j}" for j in range(22, 38)}
+    assert sorted(map(set, dep.groups), key=len) == [tied, bins]  # which one of each is dropped: pivoting's
+    assert dep.singular_values[-1] < 1e-5 * dep.singular_values[0] < dep.singular_values[-3] * 1e-2
+    assert published.drop_features(dep.redundant).linear_dependencies().rank == 36

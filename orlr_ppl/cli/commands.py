@@ -44,6 +44,7 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         num_chains=args.num_chains,
         max_num_samples=args.max_num_samples,
         dense_mass=getattr(args, "dense_mass", False),
+        target_accept=getattr(args, "target_accept", None),
         progress_bar=not args.quiet,
         random_state=args.seed,
         prune=getattr(args, "prune", 0.0),
@@ -59,16 +60,25 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
 
 
 def fit_quietly(model: Any, *fit_args: Any) -> Any:
-    """``model.fit(*fit_args)`` with its ``ConvergenceWarning`` held back.
+    """``model.fit(*fit_args)`` with its ``ConvergenceWarning`` held back, its ``CollinearityWarning`` a line.
 
     The command line reports the fit's problems itself, as ``warning: ...``
-    lines (``warn_lines``), rather than as a Python warning with a source line.
+    lines (``warn_lines``), rather than as a Python warning with a source line:
+    the convergence verdict after the fit, the collinear features here.
     """
+    from ..data.collinearity import CollinearityWarning
     from ..inference.diagnostics import ConvergenceWarning
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return model.fit(*fit_args)
+        warnings.simplefilter("always", CollinearityWarning)
+        fitted = model.fit(*fit_args)
+    for w in caught:
+        if issubclass(w.category, CollinearityWarning):
+            warn_lines([str(w.message)])
+        else:  # not ours to format: re-issued as it came
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return fitted
 
 
 def warn_lines(problems: Sequence[str], prefix: str = "") -> None:

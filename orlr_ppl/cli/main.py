@@ -74,6 +74,12 @@ def _add_data_args(p: argparse.ArgumentParser, n_bags: int, split: str) -> None:
         "labels, an empty label set); without it they are an error",
     )
     p.add_argument(
+        "--drop-features",
+        metavar="NAMES",
+        help="comma-separated features to leave out, e.g. those a posterior fit's warning names as "
+        "linear combinations of the others (give the same list to fit, predict and evaluate)",
+    )
+    p.add_argument(
         "--segments",
         choices=["labelled", "all"],
         default="labelled",
@@ -113,6 +119,12 @@ def _add_fit_args(
         "--dense-mass",
         action="store_true",
         help="NUTS adapts a dense mass matrix (for correlated posteriors; give a longer --num-warmup)",
+    )
+    p.add_argument(
+        "--target-accept",
+        type=float,
+        default=None,
+        help="NUTS's target acceptance in (0, 1); default: 0.98 under the horseshoe, 0.8 otherwise",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 

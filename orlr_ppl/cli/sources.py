@@ -139,6 +139,13 @@ def read_hja_files(path: Path) -> MIMLData:
 
 
 def load_dataset(args: argparse.Namespace, split: str = "train") -> MIMLData:
+    """``--data`` as read, or ``--dataset``'s bags, less the ``--drop-features`` (comma-separated names)."""
+    data = _read_source(args, split)
+    names = [s.strip() for s in (getattr(args, "drop_features", None) or "").split(",") if s.strip()]
+    return data.drop_features(names) if names else data
+
+
+def _read_source(args: argparse.Namespace, split: str) -> MIMLData:
     """``--data`` as read, or ``--dataset``'s bags.
 
     Digits: ``--n-bags`` bags from the train image pool (``split="train"``) or

@@ -25,6 +25,7 @@ import numpy as np
 
 from ._checks import check_features, check_label_ranges, instance_arrays, top_label
 from ._labels import BagLabels, encode, group_by_bag, label_list, labels_in_order, plain
+from .collinearity import LinearDependencies, linear_dependencies
 from .standardizer import Standardizer
 from .summary import DataSummary, summarize
 from .union import BagProblem, union_problems
@@ -301,6 +302,23 @@ class MIMLData:
             instance_labels=None if self.instance_labels is None else [self.instance_labels[i] for i in pick],
             bag_ids=[self.bag_ids[i] for i in pick],
         )
+
+    def drop_features(self, names: Iterable[str]) -> MIMLData:
+        """These bags without the features called ``names`` (``linear_dependencies`` says which to drop)."""
+        drop = list(dict.fromkeys(str(s) for s in names))
+        unknown = [s for s in drop if s not in self.feature_names]
+        if unknown:
+            raise ValueError(f"no feature named {unknown}: the features are {self.feature_names}")
+        keep = [j for j, s in enumerate(self.feature_names) if s not in drop]
+        if not keep:
+            raise ValueError(f"dropping {drop} would leave no feature: keep at least one")
+        return replace(
+            self, bags=[x[:, keep] for x in self.bags], feature_names=[self.feature_names[j] for j in keep]
+        )
+
+    def linear_dependencies(self) -> LinearDependencies:
+        """Which features are affine combinations of the others, over every instance (``collinearity``)."""
+        return linear_dependencies(np.concatenate(self.bags), self.feature_names)
 
     # -- union violations ----------------------------------------------------
 

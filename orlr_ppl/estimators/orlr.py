@@ -83,6 +83,11 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             is no remedy for separate modes (a class seen in one or two
             training bags, whose label any of their instances may carry): a
             metric fitted to one mode hops between modes less (BENCHMARKS.md).
+        target_accept: NUTS's target acceptance probability in warmup's step-size
+            adaptation, in (0, 1); None: 0.98 under ``prior="group_horseshoe"``
+            (whose narrow neck near zero diverges at larger steps), 0.8 otherwise.
+            Higher means smaller steps and longer trajectories: fewer divergences
+            at a higher cost per draw.
         init: where NUTS chains start: "map" (the MAP under the same prior, by
             L-BFGS, jittered per chain) or "zeros" (zero weights, jittered).
         guide ("normal" | "lowrank"), svi_steps, learning_rate,
@@ -183,6 +188,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         num_chains: int = 4,
         max_num_samples: int | None = None,
         dense_mass: bool = False,
+        target_accept: float | None = None,
         init: str = "map",
         guide: str = "normal",
         svi_steps: int = 3000,
@@ -218,6 +224,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         self.num_chains = num_chains
         self.max_num_samples = max_num_samples
         self.dense_mass = dense_mass
+        self.target_accept = target_accept
         self.init = init
         self.guide = guide
         self.svi_steps = svi_steps
@@ -271,6 +278,8 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             raise ValueError("prune leaves bags out: give instance_labels with prune=0")
         n_features = feats[0].shape[1]
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
+        if self.method in ("nuts", "svi") and self.kernel is None:
+            self._warn_if_collinear(feats, n_classes + bool(self.novel_class))
         feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; "auto" chosen
         canonical, layout = self.canonical_shapes, layout_of(self.canonical_shapes)
         canonical = self.method in ("em", "map") if canonical is None else bool(canonical)

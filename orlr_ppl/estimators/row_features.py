@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ..data.collinearity import CollinearityWarning, describe_dependencies, linear_dependencies
 from ..data.kernel import median_gamma
 from ..dp.packing import canonical_size
 from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
@@ -30,6 +31,16 @@ moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, 
 
 class _RowFeatures(_KernelFeatures):
     """Mixin of ``ORLR``: the kernel map's hyperparameters by bag-level CV, and what its rows are worth."""
+
+    def _warn_if_collinear(self, feats: list[np.ndarray], n_outputs: int) -> None:
+        """Warn, naming them, when some linear features are combinations of the others (``collinearity``).
+
+        Only before a posterior fit: a MAP is unique along those directions,
+        but a posterior holds the prior's whole width there.
+        """
+        dep = linear_dependencies(np.concatenate(feats), getattr(self, "feature_names_", None))
+        if dep.redundant:
+            warnings.warn(describe_dependencies(dep, n_outputs), CollinearityWarning, stacklevel=3)
 
     def _check_row_params(self) -> None:
         if self.prior not in WEIGHT_PRIORS:
