@@ -188,7 +188,10 @@ def test_estimators_accept_miml_data():
     np.testing.assert_array_equal(a.predict_bags(d), a.predict_bags(ds.bags))
     np.testing.assert_array_equal(a.bag_scores(d), a.bag_scores(ds.bags))
     s = SoftmaxRegression().fit(d)
+    assert s.feature_names_ == d.feature_names
     np.testing.assert_array_equal(s.coef_, SoftmaxRegression().fit(ds.bags, ds.instance_labels).coef_)
+    s.fit(ds.bags, ds.instance_labels)  # refitted from arrays: the MIMLData's names no longer apply
+    assert not hasattr(s, "class_names_") and not hasattr(s, "feature_names_")
     assert MajorityClass().fit(d).n_classes_ == 10
     with pytest.raises(ValueError, match="has none"):
         SoftmaxRegression().fit(MIMLData(ds.bags, ds.label_sets))
