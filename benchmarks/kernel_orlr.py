@@ -63,6 +63,12 @@ def timed_fit(model, train):
     return model, time.perf_counter() - t0
 
 
+def without_dependent(train, test) -> tuple:
+    """``(train, test)`` less the features ``linear_dependencies`` names on ``train``; and those names."""
+    dropped = train.linear_dependencies().redundant
+    return train.drop_features(dropped), test.drop_features(dropped), dropped
+
+
 def _refit_seconds(model, train) -> float:
     """Seconds of the final fit alone: the same model at the gamma and scale its selection chose."""
     chosen = {"gamma": model.kernel_gamma_, "prior_scale": model.prior_scale_}

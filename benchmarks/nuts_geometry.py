@@ -20,7 +20,7 @@ import time
 import warnings
 
 import numpy as np
-from kernel_orlr import load_dataset  # benchmarks/ is on the path
+from kernel_orlr import load_dataset, without_dependent  # benchmarks/ is on the path
 
 from orlr_ppl import ORLR
 
@@ -41,8 +41,7 @@ def main() -> None:
     data = load_dataset("hja-union")
     train, test = list(data.kfold(10, seed=0))[args.fold]
     if args.drop_dependent:
-        dropped = train.linear_dependencies().redundant
-        train, test = train.drop_features(dropped), test.drop_features(dropped)
+        train, test, dropped = without_dependent(train, test)
         print(f"dropped {dropped}")
     model = ORLR(
         method="nuts",
