@@ -10,7 +10,8 @@ fold (ORLR's default). K-ORLR: ``ORLR(kernel="rbf", gamma="auto", prior_scale="a
 chosen inside each fit by 3-fold bag-level cross-validation of the held-out bag log-likelihood
 (no instance label); linear ORLR: ``ORLR()`` defaults (EM, Normal(0, 1) prior). Prints per fold
 the accuracies, the chosen gamma (as a multiple of the median heuristic) and scale, the kernel
-rows kept, and the fit seconds; then the means, sds and the median fit-time ratio kernel/linear
+rows kept, whether the final fit met its tolerance (1) or stopped at ``max_iter`` (0; the fits'
+warnings are silenced), and the fit seconds; then the means, sds and the median fit-time ratio kernel/linear
 (the selection included, and without it: the final fit alone).
 
 K-SLR (``--methods kslr``), the upper bound: ``SoftmaxRegression(kernel="rbf", gamma="auto",
@@ -96,6 +97,7 @@ def _korlr(train, test, args, fold: int) -> dict[str, float]:
         "gamma_x_median": kernel.kernel_gamma_ / base,
         "scale": kernel.prior_scale_,
         "rows": kernel.coef_.shape[0],
+        "kernel_converged": float(kernel.converged_),
         "t_linear": t_lin,
         "t_kernel": t_kern,
         "t_kernel_final": t_final,
@@ -120,6 +122,7 @@ def _kslr(train, test, args, fold: int) -> dict[str, float]:
         "kslr": kslr.score(test),
         "kslr_gamma_x_median": kslr.kernel_gamma_ / base,
         "kslr_scale": kslr.prior_scale_,
+        "kslr_converged": float(kslr.converged_),
         "t_softmax": t_soft,
         "t_kslr": t_kslr,
         "t_kslr_final": t_final,
@@ -140,6 +143,12 @@ def _summarise(rows: list[dict[str, float]]) -> None:
         if key in rows[0]:
             acc = np.array([r[key] for r in rows])
             print(f"{key}: {100 * acc.mean():.1f} ± {100 * acc.std(ddof=1):.1f} over {len(rows)} folds")
+    for key in ("kernel_converged", "kslr_converged"):
+        if key in rows[0]:  # rows saved before this field have no record of it
+            stopped = sum(not r[key] for r in rows)
+            print(
+                f"{key.split('_')[0]}: {stopped} of {len(rows)} final fits stopped at max_iter, unconverged"
+            )
     for name, slow, fast in (
         ("kernel/linear ORLR", "t_kernel", "t_linear"),
         ("K-SLR/softmax", "t_kslr", "t_softmax"),

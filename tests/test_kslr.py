@@ -11,6 +11,7 @@ from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
 
 from orlr_ppl import SoftmaxRegression
 from orlr_ppl.estimators.model_selection import select_by_cv
+from orlr_ppl.inference.diagnostics import ConvergenceWarning
 
 
 def _xor(n_bags: int, seed: int):
@@ -43,6 +44,7 @@ def test_kslr_is_logistic_regression_on_the_rbf_features(xor, tmp_path) -> None:
     want = ref.predict_proba(sk_rbf(np.concatenate(vb), x, gamma=2.0))
     np.testing.assert_allclose(np.concatenate(model.predict_proba(vb)), want, atol=1e-4)
     assert np.abs(model.coef_.sum(axis=1)).max() < 1e-4  # rows sum to zero at the optimum
+    assert model.converged_ and model.n_iter_ < model.max_iter
     linear = SoftmaxRegression().fit(tb, tl)
     assert _accuracy(model, vb, vl) > 0.85 > _accuracy(linear, vb, vl) + 0.2
     model.save(tmp_path / "kslr")
@@ -52,6 +54,14 @@ def test_kslr_is_logistic_regression_on_the_rbf_features(xor, tmp_path) -> None:
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="feature units"):
         model.coef_in_feature_units()
+
+
+def test_kslr_says_when_lbfgs_stops_at_its_cap(xor) -> None:
+    (tb, tl), _ = xor
+    model = SoftmaxRegression(kernel="rbf", gamma=2.0, prior_scale=30.0, max_iter=5)
+    with pytest.warns(ConvergenceWarning, match="stopped after 5 iterations"):
+        model.fit(tb, tl)
+    assert not model.converged_ and model.n_iter_ == 5
 
 
 def test_kslr_dictionary_shrinking_and_nystroem(xor, tmp_path) -> None:

@@ -69,7 +69,8 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
     (standardised inputs: see ``coef_in_feature_units``; or kernel features),
     ``intercept_`` (C,), ``feature_mean_``, ``feature_scale_`` (d,) the
     standardisation (zeros and ones with ``standardize=False``),
-    ``row_scale_`` (R,), ``prior_scale_``, ``n_iter_``, ``n_classes_``, ``n_features_in_``;
+    ``row_scale_`` (R,), ``prior_scale_``, ``n_iter_``, ``converged_`` (L-BFGS met
+    ``tol``), ``n_classes_``, ``n_features_in_``;
     kernel: ``kernel_dictionary_`` (m, d), ``kernel_gamma_``
     (``kernel_projection_`` with Nystroem); "auto": ``cv_results_``.
     """
@@ -132,6 +133,7 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         self.row_scale_ = x.std(axis=0).astype(np.float64)
         fit = self._fit_weights(x, y, n_classes, self.prior_scale_)
         self.coef_, self.intercept_, self.n_iter_ = fit.coef, fit.intercept, fit.n_iter
+        self.converged_ = fit.converged
         if not fit.converged:
             warnings.warn(
                 f"SoftmaxRegression: L-BFGS stopped after {fit.n_iter} iterations without meeting "
