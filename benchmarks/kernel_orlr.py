@@ -11,8 +11,9 @@ chosen inside each fit by 3-fold bag-level cross-validation of the held-out bag 
 (no instance label); linear ORLR: ``ORLR()`` defaults (EM, Normal(0, 1) prior). Prints per fold
 the accuracies, the chosen gamma (as a multiple of the median heuristic) and scale, the kernel
 rows kept, whether the final fit met its tolerance (1) or stopped at ``max_iter`` (0; the fits'
-warnings are silenced), and the fit seconds; then the means, sds and the median fit-time ratio kernel/linear
-(the selection included, and without it: the final fit alone).
+warnings are silenced), and the fit seconds; then the means, sds, the count of unconverged final
+fits and the median fit-time ratio kernel/linear (the selection included, and without it: the
+final fit alone).
 
 K-SLR (``--methods kslr``), the upper bound: ``SoftmaxRegression(kernel="rbf", gamma="auto",
 prior_scale="auto")`` on the instance labels, both chosen by 3-fold CV over the training bags'
