@@ -20,37 +20,15 @@ without the limit). Prints the median seconds of ``--repeats`` warm fits and the
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
-from kernel_orlr import load_dataset  # benchmarks/ is on a script's path
-from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
+from kernel_orlr import load_dataset, timed_fit  # benchmarks/ is on a script's path
 
 from orlr_ppl import ORLR, SoftmaxRegression
 from orlr_ppl.estimators import softmax_solver
 from orlr_ppl.inference import map as map_module
-
-
-def _unlimited(threads: int) -> Callable:
-    """``minimize_lbfgs`` without its one-thread limit: BLAS at ``threads`` while it runs."""
-
-    def run(fun, x0, args=(), *, max_iter, gtol, ftol):
-        with threadpool_limits(limits=threads, user_api="blas"):
-            options = {"maxiter": int(max_iter), "gtol": gtol, "ftol": ftol}
-            return minimize(fun, x0, args=args, jac=True, method="L-BFGS-B", options=options)
-
-    return run
-
-
-def _seconds(make: Callable, train) -> float:
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        make().fit(train)
-    return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -92,9 +70,9 @@ def _compare(cases: list, args: argparse.Namespace) -> None:
         train = None if dataset == "gaussian" else next(iter(load_dataset(dataset).kfold(10, seed=0)))[0]
         times: dict[str, list[float]] = {"one": [], "many": []}
         for i in range(args.repeats + 1):  # the first round compiles: not counted
-            for key, fn in (("one", limited), ("many", _unlimited(args.threads))):
+            for key, fn in (("one", limited), ("many", partial(limited, blas_threads=args.threads))):
                 softmax_solver.minimize_lbfgs = map_module.minimize_lbfgs = fn
-                seconds = _seconds(make, train)
+                seconds = timed_fit(make(), train)[1]
                 if i:
                     times[key].append(seconds)
         softmax_solver.minimize_lbfgs = map_module.minimize_lbfgs = limited

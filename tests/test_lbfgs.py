@@ -46,35 +46,39 @@ def test_minimize_lbfgs_is_scipys_lbfgs_b_run_with_one_blas_thread() -> None:
     assert ours.success
 
 
-def test_map_fit_runs_its_objective_with_one_blas_thread(monkeypatch) -> None:
-    digits = make_miml_digits(20, seed=3, max_size=3)
-    data = make_model_data(digits.bags, digits.label_sets, 10)
+def _threads_seen_by(monkeypatch, module, name: str, fit) -> list[dict[str, int]]:
+    """BLAS's thread counts at each call of ``module.name`` while ``fit()`` runs under a limit of 2."""
     seen = []
-    objective = map_module.potential_and_grad_on_host
+    objective = getattr(module, name)
 
     def watched(*args):
         seen.append(_blas_threads())
         return objective(*args)
 
-    monkeypatch.setattr(map_module, "potential_and_grad_on_host", watched)
+    monkeypatch.setattr(module, name, watched)
     with threadpool_limits(limits=2, user_api="blas"):  # so the test means something on one core
-        fit = map_module.fit_map(data, max_iter=20)
+        fit()
+    return seen
+
+
+def test_map_fit_runs_its_objective_with_one_blas_thread(monkeypatch) -> None:
+    digits = make_miml_digits(20, seed=3, max_size=3)
+    data = make_model_data(digits.bags, digits.label_sets, 10)
+    fits = []
+    seen = _threads_seen_by(
+        monkeypatch,
+        map_module,
+        "potential_and_grad_on_host",
+        lambda: fits.append(map_module.fit_map(data, max_iter=20)),
+    )
     assert seen and all(set(threads.values()) == {1} for threads in seen)
-    assert np.isfinite(fit.log_posterior)
+    assert np.isfinite(fits[0].log_posterior)
 
 
 def test_kslr_fit_runs_its_objective_with_one_blas_thread(monkeypatch) -> None:
     rng = np.random.default_rng(0)
     bags = [rng.uniform(-1, 1, size=(3, 2)) for _ in range(20)]
     labels = [(x[:, 0] > 0).astype(int) + (x[:, 1] > 0) for x in bags]
-    seen = []
-    objective = softmax_solver.softmax_objective
-
-    def watched(*args):
-        seen.append(_blas_threads())
-        return objective(*args)
-
-    monkeypatch.setattr(softmax_solver, "softmax_objective", watched)
-    with threadpool_limits(limits=2, user_api="blas"):
-        SoftmaxRegression(kernel="rbf", gamma=2.0, prior_scale=3.0).fit(bags, labels)
+    model = SoftmaxRegression(kernel="rbf", gamma=2.0, prior_scale=3.0)
+    seen = _threads_seen_by(monkeypatch, softmax_solver, "softmax_objective", lambda: model.fit(bags, labels))
     assert seen and all(set(threads.values()) == {1} for threads in seen)

@@ -57,7 +57,6 @@ def prior_scales(prior_scale: float | None, intercept_scale: float | None, dtype
 
 
 def _model_kwargs(scales: Scales, fit_intercept: bool) -> dict:
-    scales = Scales(*scales)  # a plain (prior, intercept) pair is accepted too
     return {
         "prior_scale": scales.prior_scale,
         "intercept_scale": scales.intercept_scale,
@@ -275,7 +274,7 @@ def potential_and_grad_on_host(
     parameter ``Q`` leaves out, or a likelihood power (``Scales``), which the
     E-step's value and ``Q`` leave out.
     """
-    if shape.leak != "learn" and Scales(*scales).likelihood_power is None:
+    if shape.leak != "learn" and scales.likelihood_power is None:
         value, grad, resolved = _fisher_jit(params, arrays, scales, shape, fit_intercept)
         if bool(resolved):
             return value, grad
