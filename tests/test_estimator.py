@@ -226,6 +226,23 @@ def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(
     assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).dense_mass is False
 
 
+def test_whiten_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts_asked, data):
+    """``ORLR(whiten=True)`` and ``orlr-ppl fit --whiten`` ask NUTS for Laplace-whitened weights
+    (``test_nuts_driver`` checks what the sampler does with it); off by default."""
+    from orlr_ppl.cli.commands import estimator_from_args
+    from orlr_ppl.cli.main import build_parser
+
+    train, _ = data
+    for whiten in (False, True):
+        with pytest.raises(Asked) as asked:
+            ORLR(method="nuts", init="zeros", whiten=whiten).fit(train.bags, train.label_sets)
+        assert asked.value.args[0]["whiten"] is whiten
+    assert (
+        estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts", "--whiten"])).whiten is True
+    )
+    assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).whiten is False
+
+
 def test_target_accept_reaches_the_sampler_with_the_prior_s_default_and_is_checked(nuts_asked, data):
     """``ORLR(target_accept=...)`` / ``--target-accept`` set NUTS's step-size target; None gives 0.98
     under the horseshoe and 0.8 otherwise; a value outside (0, 1) is refused before any fitting."""

@@ -44,6 +44,7 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         num_chains=args.num_chains,
         max_num_samples=args.max_num_samples,
         dense_mass=getattr(args, "dense_mass", False),
+        whiten=getattr(args, "whiten", False),
         target_accept=getattr(args, "target_accept", None),
         progress_bar=not args.quiet,
         random_state=args.seed,

@@ -121,6 +121,12 @@ def _add_fit_args(
         help="NUTS adapts a dense mass matrix (for correlated posteriors; give a longer --num-warmup)",
     )
     p.add_argument(
+        "--whiten",
+        action="store_true",
+        help="NUTS samples the weights in coordinates whitened by the Laplace approximation at its start "
+        "(for well-determined, correlated posteriors)",
+    )
+    p.add_argument(
         "--target-accept",
         type=float,
         default=None,

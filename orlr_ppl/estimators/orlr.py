@@ -83,6 +83,19 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             is no remedy for separate modes (a class seen in one or two
             training bags, whose label any of their instances may carry): a
             metric fitted to one mode hops between modes less (BENCHMARKS.md).
+        whiten: NUTS samples the weights and intercepts in coordinates whitened
+            by the Laplace approximation at its start (the potential's Hessian
+            there, so ``init="map"`` makes it the MAP's), adapting a diagonal
+            metric on top; the group horseshoe's scales are sampled as before.
+            For posteriors close to Gaussian with correlated weights: on an
+            HJA-union fold under a Normal prior it took 63 leapfrog steps a
+            draw instead of 511, for 1.7 times the least bulk ESS per step
+            and 5 times the median; but in 1,000 draws a chain its worst
+            weights (a weakly identified species, whose posterior the MAP's
+            curvature misdescribes) reached a bulk ESS of 29 against 142, with
+            5 divergences (BENCHMARKS.md, "Laplace-whitened NUTS").
+            Costs a Hessian (one gradient per parameter) and an
+            eigendecomposition at the start.
         target_accept: NUTS's target acceptance probability in warmup's step-size
             adaptation, in (0, 1); None: 0.98 under ``prior="group_horseshoe"``
             (whose narrow neck near zero diverges at larger steps), 0.8 otherwise.
@@ -188,6 +201,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         num_chains: int = 4,
         max_num_samples: int | None = None,
         dense_mass: bool = False,
+        whiten: bool = False,
         target_accept: float | None = None,
         init: str = "map",
         guide: str = "normal",
@@ -224,6 +238,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         self.num_chains = num_chains
         self.max_num_samples = max_num_samples
         self.dense_mass = dense_mass
+        self.whiten = whiten
         self.target_accept = target_accept
         self.init = init
         self.guide = guide

@@ -100,6 +100,7 @@ class SamplerSettings(NamedTuple):
     num_chains: int
     max_num_samples: int | None
     dense_mass: bool
+    whiten: bool
     target_accept: float | None
     init: str
     guide: str
@@ -144,6 +145,7 @@ def fit_posterior(data: ModelData, method: str, s: SamplerSettings) -> Posterior
             max_num_samples=2 * s.num_samples if s.max_num_samples is None else s.max_num_samples,
             init_values=nuts_start(data, s),
             dense_mass=s.dense_mass,
+            whiten=s.whiten,
             target_accept_prob=accept,
             **common,
         )

@@ -28,6 +28,12 @@ as chains (on a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
 set before JAX starts, which importing ``orlr_ppl`` does), else one after
 another through the same compiled program.
 
+With ``whiten=True`` the chains sample the weights and intercepts in
+coordinates whitened by the Laplace approximation at the start
+(``laplace_whitening``, ``Whitening``): an exact linear change of variables
+that shortens trajectories where the posterior is close to that Gaussian;
+the draws are reported in the model's space.
+
 Sampler statistics are kept under ArviZ's names (``diverging``, ``n_steps``,
 ``tree_depth``, ``step_size``, ``energy``, ``lp``, ``acceptance_rate``), with
 ``max_tree_depth`` in the group's attributes, so ``arviz.bfmi`` and the
@@ -70,6 +76,8 @@ class NUTSSettings(NamedTuple):
         fit_intercept: the model samples ``beta_raw``.
         block: iterations per call of the compiled program; any number of
             iterations runs as calls of it, so the draw count is not static.
+        whitened: the sites (name, shape) that NUTS samples through a
+            ``Whitening`` (sorted by name); empty: none.
     """
 
     num_warmup: int
@@ -78,6 +86,7 @@ class NUTSSettings(NamedTuple):
     dense_mass: bool = False
     fit_intercept: bool = True
     block: int = 100
+    whitened: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 class ChainDraws(NamedTuple):
@@ -99,8 +108,70 @@ class ChainDraws(NamedTuple):
     log_likelihood: tuple[Array, ...]
 
 
-def _potential_fn_gen(arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
-    return lambda z: potential(z, arrays, scales, shape, fit_intercept)
+class Whitening(NamedTuple):
+    """A fixed linear change of variables for some sites: ``flat = shift + chol @ u``.
+
+    ``flat`` (P,) concatenates the sites ``NUTSSettings.whitened`` names (each
+    flattened C-order) and NUTS samples ``u`` (site ``WHITE``) in their place.
+    With ``chol`` the Cholesky factor of the Laplace covariance of those sites,
+    ``u`` is about standard normal where the likelihood dominates, so the
+    diagonal metric NUTS adapts need only handle the other sites (a shrinkage
+    prior's scales). The Jacobian is constant, so the potential in ``u`` is the
+    model's at ``flat``. Where the posterior is far from that Gaussian (a weakly
+    identified class), ``u`` has oblique directions of other widths, which a
+    diagonal metric cannot rescale.
+
+    Attributes:
+        shift: (P,) the centre, e.g. the MAP.
+        chol: (P, P) lower-triangular.
+    """
+
+    shift: Array
+    chol: Array
+
+
+WHITE = "_whitened"
+"""The site NUTS samples in place of the whitened ones, (P,)."""
+
+
+def _to_model(u: Params, white: Whitening | None, spec: tuple[tuple[str, tuple[int, ...]], ...]) -> Params:
+    """Model-space parameters from NUTS's (identity without a whitening)."""
+    if white is None:
+        return u
+    z = {k: v for k, v in u.items() if k != WHITE}
+    flat = white.shift + white.chol @ u[WHITE]
+    at = 0
+    for name, site_shape in spec:
+        n = int(np.prod(site_shape, dtype=np.int64))
+        z[name] = flat[at : at + n].reshape(site_shape)
+        at += n
+    return z
+
+
+def _from_model(
+    z: Params, grad: Params, white: Whitening, spec: tuple[tuple[str, tuple[int, ...]], ...]
+) -> tuple[Params, Params]:
+    """NUTS's parameters and potential gradient from the model's (host arrays)."""
+    flat = np.concatenate([np.asarray(z[name]).reshape(-1) for name, _ in spec])
+    g_flat = np.concatenate([np.asarray(grad[name]).reshape(-1) for name, _ in spec])
+    chol = np.asarray(white.chol, np.float64)
+    u = {k: v for k, v in z.items() if k not in dict(spec)}
+    g = {k: v for k, v in grad.items() if k not in dict(spec)}
+    dtype = np.asarray(white.shift).dtype
+    u[WHITE] = np.linalg.solve(chol, flat - np.asarray(white.shift, np.float64)).astype(dtype)
+    g[WHITE] = (chol.T @ g_flat).astype(dtype)
+    return u, g
+
+
+def _potential_fn_gen(
+    arrays: ModelArrays,
+    scales: Scales,
+    white: Whitening | None,
+    shape: ModelShape,
+    fit_intercept: bool,
+    spec: tuple[tuple[str, tuple[int, ...]], ...],
+):
+    return lambda u: potential(_to_model(u, white, spec), arrays, scales, shape, fit_intercept)
 
 
 def _kernel(
@@ -112,6 +183,7 @@ def _kernel(
     scales: Scales,
     shape: ModelShape,
     settings: NUTSSettings,
+    white: Whitening | None,
 ):
     """NumPyro's NUTS ``(initial state, sample_kernel)`` at ``z`` with known potential and gradient.
 
@@ -119,7 +191,9 @@ def _kernel(
     depth (state of the ``hmc`` closure), so every program that samples calls
     it; given the potential and gradient it evaluates no gradient of its own.
     """
-    gen = functools.partial(_potential_fn_gen, shape=shape, fit_intercept=settings.fit_intercept)
+    gen = functools.partial(
+        _potential_fn_gen, shape=shape, fit_intercept=settings.fit_intercept, spec=settings.whitened
+    )
     init_kernel, sample_kernel = hmc(potential_fn_gen=gen, algo="NUTS")
     state = init_kernel(
         ParamInfo(z, pe, grad),
@@ -128,7 +202,7 @@ def _kernel(
         dense_mass=[tuple(sorted(z))] if settings.dense_mass else [],
         target_accept_prob=settings.target_accept_prob,
         max_tree_depth=settings.max_tree_depth,
-        model_args=(arrays, scales),
+        model_args=(arrays, scales, white),
         rng_key=key,
     )
     return state, sample_kernel
@@ -143,9 +217,11 @@ def _start(
     scales: Scales,
     shape: ModelShape,
     settings: NUTSSettings,
+    white: Whitening | None,
 ) -> HMCState:
-    """A chain's initial NUTS state at ``z0``, whose potential and gradient are ``pe0``, ``grad0``."""
-    return _kernel(z0, pe0, grad0, key, arrays, scales, shape, settings)[0]
+    """A chain's initial NUTS state at ``z0``, whose potential and gradient are ``pe0``, ``grad0``
+    (in NUTS's space: ``u`` for whitened sites)."""
+    return _kernel(z0, pe0, grad0, key, arrays, scales, shape, settings, white)[0]
 
 
 def _advance(
@@ -155,21 +231,23 @@ def _advance(
     scales: Scales,
     shape: ModelShape,
     settings: NUTSSettings,
+    white: Whitening | None,
 ) -> tuple[HMCState, ChainDraws]:
     """``min(n_iter, block)`` NUTS iterations from ``state``; (block, ...) outputs, the first ``n_iter`` real.
 
     Warmup and draws are the same iterations: the state's counter tells the
     kernel when adaptation stops. One loop body holds the kernel (and its
-    gradient) once.
+    gradient) once. The draws are in the model's space.
     """
     _, sample_kernel = _kernel(
-        state.z, state.potential_energy, state.z_grad, state.rng_key, arrays, scales, shape, settings
+        state.z, state.potential_energy, state.z_grad, state.rng_key, arrays, scales, shape, settings, white
     )
-    model_args = (arrays, scales)
+    model_args = (arrays, scales, white)
 
     def step(s, i: Array):
         s = lax.cond(i < n_iter, lambda t: sample_kernel(t, model_args), lambda t: t, s)
-        ll = bucket_log_likelihoods(s.z, arrays, scales, shape, settings.fit_intercept)
+        z = _to_model(s.z, white, settings.whitened)
+        ll = bucket_log_likelihoods(z, arrays, scales, shape, settings.fit_intercept)
         stats = (
             s.diverging,
             s.num_steps,
@@ -178,22 +256,26 @@ def _advance(
             s.adapt_state.step_size,
             s.potential_energy,
         )
-        return s, ChainDraws(s.z, *stats, ll)
+        return s, ChainDraws(z, *stats, ll)
 
     return lax.scan(step, state, jnp.arange(settings.block))
 
 
 _start_one = jax.jit(_start, static_argnums=(6, 7))
 _start_vectorized = jax.jit(
-    jax.vmap(_start, in_axes=(0, 0, 0, 0, None, None, None, None)), static_argnums=(6, 7)
+    jax.vmap(_start, in_axes=(0, 0, 0, 0, None, None, None, None, None)), static_argnums=(6, 7)
 )
 # States for ``_advance_parallel`` come from a pmap too: a first call on states laid out
 # otherwise (all on one device) would compile the whole program a second time.
-_start_parallel = jax.pmap(_start, in_axes=(0, 0, 0, 0, None, None), static_broadcasted_argnums=(6, 7))
+_start_parallel = jax.pmap(
+    _start, in_axes=(0, 0, 0, 0, None, None, None, None, None), static_broadcasted_argnums=(6, 7)
+)
 _advance_one = jax.jit(_advance, static_argnums=(4, 5))
-_advance_parallel = jax.pmap(_advance, in_axes=(0, None, None, None), static_broadcasted_argnums=(4, 5))
+_advance_parallel = jax.pmap(
+    _advance, in_axes=(0, None, None, None, None, None, None), static_broadcasted_argnums=(4, 5)
+)
 _advance_vectorized = jax.jit(
-    jax.vmap(_advance, in_axes=(0, None, None, None, None, None)), static_argnums=(4, 5)
+    jax.vmap(_advance, in_axes=(0, None, None, None, None, None, None)), static_argnums=(4, 5)
 )
 
 
@@ -206,6 +288,7 @@ class Chains:
         settings: static sampler settings.
         method: "parallel" (one device per chain, ``pmap``), "sequential" or "vectorized".
         progress: called with the number of chain iterations just done (e.g. a tqdm ``update``).
+        white: the whitening of ``settings.whitened``'s sites, or None.
     """
 
     def __init__(
@@ -218,8 +301,9 @@ class Chains:
         settings: NUTSSettings,
         method: str,
         progress=None,
+        white: Whitening | None = None,
     ) -> None:
-        self.data = (arrays, scales, shape, settings)
+        self.data = (arrays, scales, shape, settings, white)
         self.method, self.progress = method, progress
         self.n_chains = keys.shape[0]
         self.iterations = 0
@@ -228,7 +312,12 @@ class Chains:
         fit_intercept = settings.fit_intercept
         evaluated = [potential_and_grad_on_host(z, arrays, scales, shape, fit_intercept) for z in starts]
         pe0 = jnp.stack([pe for pe, _ in evaluated])
-        grad0 = jax.tree.map(lambda *g: jnp.stack(g), *[g for _, g in evaluated])
+        grads = [g for _, g in evaluated]
+        if white is not None:
+            pairs = [_from_model(z, g, white, settings.whitened) for z, g in zip(starts, grads)]
+            starts, grads = [u for u, _ in pairs], [g for _, g in pairs]
+            inits = jax.tree.map(lambda *v: np.stack(v), *starts)
+        grad0 = jax.tree.map(lambda *g: jnp.stack(g), *grads)
         if method == "sequential":
             self.states = [
                 _start_one(
@@ -240,16 +329,17 @@ class Chains:
                     scales,
                     shape,
                     settings,
+                    white,
                 )
                 for c in range(self.n_chains)
             ]
         else:
             start = _start_parallel if method == "parallel" else _start_vectorized
-            self.states = start(keys, inits, pe0, grad0, arrays, scales, shape, settings)
+            self.states = start(keys, inits, pe0, grad0, arrays, scales, shape, settings, white)
 
     def advance(self, n_iter: int) -> ChainDraws:
         """Run ``n_iter`` more iterations of every chain; NumPy (chains, n_iter, ...) outputs."""
-        arrays, scales, shape, settings = self.data
+        arrays, scales, shape, settings, white = self.data
         parts = []
         done = 0
         while done < n_iter:
@@ -257,12 +347,12 @@ class Chains:
             if self.method == "sequential":
                 outs = []
                 for c, state in enumerate(self.states):
-                    self.states[c], out = _advance_one(state, n, arrays, scales, shape, settings)
+                    self.states[c], out = _advance_one(state, n, arrays, scales, shape, settings, white)
                     outs.append(out)
                 out = jax.tree.map(lambda *a: jnp.stack(a), *outs)
             else:
                 run = _advance_parallel if self.method == "parallel" else _advance_vectorized
-                self.states, out = run(self.states, n, arrays, scales, shape, settings)
+                self.states, out = run(self.states, n, arrays, scales, shape, settings, white)
             # Slice on the host: slicing sharded outputs would compile a gather per block length.
             parts.append(jax.tree.map(lambda a, n=n: np.asarray(a)[:, :n], out))
             done += n
@@ -306,6 +396,39 @@ def jittered_inits(
     return out
 
 
+_potential_hessian = jax.jit(jax.hessian(potential), static_argnums=(3, 4))
+
+UNWHITENED = ("hs_log_tau", "hs_log_lambda", "hs_log_slab", "leak_logit")
+"""Sites left to NUTS's adapted diagonal metric: scales whose posterior a Gaussian at the start misses."""
+
+
+def laplace_whitening(
+    start: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool
+) -> tuple[Whitening, tuple[tuple[str, tuple[int, ...]], ...]]:
+    """The Laplace whitening at ``start`` of every site but ``UNWHITENED``'s, and its sites (name, shape).
+
+    ``H``: the potential's Hessian over those sites at ``start``, the others
+    held there. The covariance is ``|H|^-1``, with each eigenvalue's absolute
+    value floored at a millionth of the largest, so that a start which is not
+    a mode still gives a positive-definite one. Cost: a Hessian (P gradients'
+    worth) and an eigendecomposition of (P, P).
+    """
+    names = sorted(k for k in start if k not in UNWHITENED)
+    z = {k: jnp.asarray(v) for k, v in start.items()}
+    blocks = _potential_hessian(z, arrays, scales, shape, fit_intercept)
+    size = {k: int(np.size(start[k])) for k in names}
+    hess = np.block(
+        [[np.asarray(blocks[a][b], np.float64).reshape(size[a], size[b]) for b in names] for a in names]
+    )
+    ev, vec = np.linalg.eigh(0.5 * (hess + hess.T))
+    ev = np.maximum(np.abs(ev), 1e-6 * np.abs(ev).max())
+    chol = np.linalg.cholesky((vec / ev) @ vec.T)
+    dtype = np.asarray(start[names[0]]).dtype
+    shift = np.concatenate([np.asarray(start[k], np.float64).reshape(-1) for k in names])
+    spec = tuple((k, tuple(int(n) for n in np.shape(start[k]))) for k in names)
+    return Whitening(shift.astype(dtype), chol.astype(dtype)), spec
+
+
 def fit_nuts(
     data: ModelData,
     prior_scale: float | None = 1.0,
@@ -323,6 +446,7 @@ def fit_nuts(
     dense_mass: bool = False,
     chain_method: ChainMethod = "auto",
     max_num_samples: int | None = None,
+    whiten: bool = False,
 ) -> az.InferenceData:
     """Sample the posterior with NUTS.
 
@@ -340,6 +464,9 @@ def fit_nuts(
         max_tree_depth, target_accept_prob, dense_mass: NUTS settings.
         chain_method: "auto" (parallel when there is a device per chain),
             or NumPyro's "parallel" / "sequential" / "vectorized".
+        whiten: sample the sites other than ``UNWHITENED`` through
+            ``laplace_whitening`` at the (unjittered) start; the draws and
+            their statistics are reported in the model's space.
         max_num_samples: if larger than ``num_samples``, chains that fail the
             R-hat or ESS check (``diagnostics.mixing_converged``) after
             ``num_samples`` draws go on, a quarter of ``num_samples`` at a
@@ -366,10 +493,16 @@ def fit_nuts(
     key = jax.random.PRNGKey(seed)
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
     method = resolve_chain_method(chain_method, num_chains)
-    settings = NUTSSettings(
-        int(num_warmup), int(max_tree_depth), float(target_accept_prob), bool(dense_mass), bool(fit_intercept)
-    )
     scales = prior_scales(prior_scale, intercept_scale, dtype)
+    white, spec = laplace_whitening(start, arrays, scales, shape, fit_intercept) if whiten else (None, ())
+    settings = NUTSSettings(
+        int(num_warmup),
+        int(max_tree_depth),
+        float(target_accept_prob),
+        bool(dense_mass),
+        bool(fit_intercept),
+        whitened=spec,
+    )
     limit = max(int(num_samples), int(max_num_samples or 0))
     bar = None
     if progress_bar:
@@ -378,7 +511,7 @@ def fit_nuts(
         bar = tqdm(total=num_chains * (num_warmup + num_samples), desc=f"NUTS, {num_chains} chains")
     try:
         chains = Chains(
-            keys, inits, arrays, scales, shape, settings, method, None if bar is None else bar.update
+            keys, inits, arrays, scales, shape, settings, method, None if bar is None else bar.update, white
         )
         chains.advance(num_warmup)
         parts = [chains.advance(num_samples)]
@@ -415,6 +548,7 @@ def fit_nuts(
         "max_num_samples": int(limit),
         "target_accept_prob": float(target_accept_prob),
         "dense_mass": int(dense_mass),
+        "whiten": int(whiten),
         "chain_method": method,
         "init": "zeros" if init_values is None else "given",
         "init_jitter": float(init_jitter),
