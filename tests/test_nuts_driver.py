@@ -9,7 +9,7 @@ import pytest
 from numpyro.infer import MCMC, NUTS, init_to_value
 from numpyro.infer.util import log_density, log_likelihood
 
-from orlr_ppl.inference import nuts
+from orlr_ppl.inference import chain_setup, nuts
 from orlr_ppl.inference.diagnostics import mixing_converged
 from orlr_ppl.inference.map import fit_map
 from orlr_ppl.inference.nuts import Chains, NUTSSettings, fit_nuts
@@ -239,7 +239,7 @@ def test_laplace_whitening_is_an_exact_change_of_variables():
     arrays, shape = split_model_data(data)
     scales = prior_scales(3.0, 10.0)
     start = {k: np.asarray(v) for k, v in _params(data).items()}
-    white, spec = nuts.laplace_whitening(start, arrays, scales, shape, True)
+    white, spec = chain_setup.laplace_whitening(start, arrays, scales, shape, True)
     assert [name for name, _ in spec] == ["W_raw", "beta_raw"]
     hess = jax.hessian(lambda v: potential_and_grad(_unflat(v, spec), arrays, scales, shape, True)[0])
     flat = np.concatenate([start[k].reshape(-1) for k, _ in spec])
@@ -250,15 +250,15 @@ def test_laplace_whitening_is_an_exact_change_of_variables():
 
     z = _params(data, seed=4)
     value, grad = potential_and_grad(z, arrays, scales, shape, True)
-    u, g = nuts._from_model(z, grad, white, spec)
-    assert set(u) == {nuts.WHITE}
-    back = nuts._to_model(jax.tree.map(jnp.asarray, u), white, spec)
+    u, g = chain_setup.from_model(z, grad, white, spec)
+    assert set(u) == {chain_setup.WHITE}
+    back = chain_setup.to_model(jax.tree.map(jnp.asarray, u), white, spec)
     for name in z:
         np.testing.assert_allclose(back[name], z[name], rtol=1e-4, atol=1e-4)
     u_potential = nuts._potential_fn_gen(arrays, scales, white, shape, True, spec)
     u_value, u_grad = jax.value_and_grad(u_potential)(jax.tree.map(jnp.asarray, u))
     assert float(u_value) == pytest.approx(float(value), rel=1e-4)  # constant Jacobian: same density
-    np.testing.assert_allclose(u_grad[nuts.WHITE], g[nuts.WHITE], rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(u_grad[chain_setup.WHITE], g[chain_setup.WHITE], rtol=2e-3, atol=2e-3)
 
 
 def _unflat(v, spec):

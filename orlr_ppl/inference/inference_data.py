@@ -209,3 +209,13 @@ def summary(idata: az.InferenceData, var_names: tuple[str, ...] = RAW_SITES):
     """ArviZ summary (mean, sd, HDI, R-hat, bulk and tail ESS) of the raw parameters."""
     present = [v for v in var_names if v in idata.posterior]
     return az.summary(idata, var_names=present)
+
+
+def tree_depth(n_steps: np.ndarray) -> np.ndarray:
+    """NUTS tree depth from leapfrog step counts (any shape).
+
+    A trajectory that stopped while building its ``d``-th doubling took between
+    ``2**(d-1)`` and ``2**d - 1`` steps, so the depth is the bit length.
+    """
+    n = np.maximum(np.asarray(n_steps, np.int64), 1)
+    return np.floor(np.log2(n)).astype(np.int64) + 1

@@ -28,11 +28,9 @@ as chains (on a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
 set before JAX starts, which importing ``orlr_ppl`` does), else one after
 another through the same compiled program.
 
-With ``whiten=True`` the chains sample the weights and intercepts in
-coordinates whitened by the Laplace approximation at the start
-(``laplace_whitening``, ``Whitening``): an exact linear change of variables
-that shortens trajectories where the posterior is close to that Gaussian;
-the draws are reported in the model's space.
+With ``whiten=True`` the chains move in coordinates whitened by the Laplace
+approximation at the start (``chain_setup.laplace_whitening``); the draws are
+reported in the model's space.
 
 Sampler statistics are kept under ArviZ's names (``diverging``, ``n_steps``,
 ``tree_depth``, ``step_size``, ``energy``, ``lp``, ``acceptance_rate``), with
@@ -43,7 +41,7 @@ package's ``diagnostics`` read them.
 from __future__ import annotations
 
 import functools
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,10 +59,18 @@ from ..model.log_density import (
     prior_scales,
 )
 from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data
-from .inference_data import az, inference_data, with_derived, zeros_init
+from .chain_setup import (
+    ChainMethod,
+    Whitening,
+    from_model,
+    jittered_inits,
+    laplace_whitening,
+    resolve_chain_method,
+    to_model,
+)
+from .inference_data import az, inference_data, tree_depth, with_derived, zeros_init
 
 Array = jax.Array
-ChainMethod = Literal["auto", "parallel", "sequential", "vectorized"]
 
 
 class NUTSSettings(NamedTuple):
@@ -108,61 +114,6 @@ class ChainDraws(NamedTuple):
     log_likelihood: tuple[Array, ...]
 
 
-class Whitening(NamedTuple):
-    """A fixed linear change of variables for some sites: ``flat = shift + chol @ u``.
-
-    ``flat`` (P,) concatenates the sites ``NUTSSettings.whitened`` names (each
-    flattened C-order) and NUTS samples ``u`` (site ``WHITE``) in their place.
-    With ``chol`` the Cholesky factor of the Laplace covariance of those sites,
-    ``u`` is about standard normal where the likelihood dominates, so the
-    diagonal metric NUTS adapts need only handle the other sites (a shrinkage
-    prior's scales). The Jacobian is constant, so the potential in ``u`` is the
-    model's at ``flat``. Where the posterior is far from that Gaussian (a weakly
-    identified class), ``u`` has oblique directions of other widths, which a
-    diagonal metric cannot rescale.
-
-    Attributes:
-        shift: (P,) the centre, e.g. the MAP.
-        chol: (P, P) lower-triangular.
-    """
-
-    shift: Array
-    chol: Array
-
-
-WHITE = "_whitened"
-"""The site NUTS samples in place of the whitened ones, (P,)."""
-
-
-def _to_model(u: Params, white: Whitening | None, spec: tuple[tuple[str, tuple[int, ...]], ...]) -> Params:
-    """Model-space parameters from NUTS's (identity without a whitening)."""
-    if white is None:
-        return u
-    z = {k: v for k, v in u.items() if k != WHITE}
-    flat = white.shift + white.chol @ u[WHITE]
-    at = 0
-    for name, site_shape in spec:
-        n = int(np.prod(site_shape, dtype=np.int64))
-        z[name] = flat[at : at + n].reshape(site_shape)
-        at += n
-    return z
-
-
-def _from_model(
-    z: Params, grad: Params, white: Whitening, spec: tuple[tuple[str, tuple[int, ...]], ...]
-) -> tuple[Params, Params]:
-    """NUTS's parameters and potential gradient from the model's (host arrays)."""
-    flat = np.concatenate([np.asarray(z[name]).reshape(-1) for name, _ in spec])
-    g_flat = np.concatenate([np.asarray(grad[name]).reshape(-1) for name, _ in spec])
-    chol = np.asarray(white.chol, np.float64)
-    u = {k: v for k, v in z.items() if k not in dict(spec)}
-    g = {k: v for k, v in grad.items() if k not in dict(spec)}
-    dtype = np.asarray(white.shift).dtype
-    u[WHITE] = np.linalg.solve(chol, flat - np.asarray(white.shift, np.float64)).astype(dtype)
-    g[WHITE] = (chol.T @ g_flat).astype(dtype)
-    return u, g
-
-
 def _potential_fn_gen(
     arrays: ModelArrays,
     scales: Scales,
@@ -171,7 +122,7 @@ def _potential_fn_gen(
     fit_intercept: bool,
     spec: tuple[tuple[str, tuple[int, ...]], ...],
 ):
-    return lambda u: potential(_to_model(u, white, spec), arrays, scales, shape, fit_intercept)
+    return lambda u: potential(to_model(u, white, spec), arrays, scales, shape, fit_intercept)
 
 
 def _kernel(
@@ -246,7 +197,7 @@ def _advance(
 
     def step(s, i: Array):
         s = lax.cond(i < n_iter, lambda t: sample_kernel(t, model_args), lambda t: t, s)
-        z = _to_model(s.z, white, settings.whitened)
+        z = to_model(s.z, white, settings.whitened)
         ll = bucket_log_likelihoods(z, arrays, scales, shape, settings.fit_intercept)
         stats = (
             s.diverging,
@@ -314,7 +265,7 @@ class Chains:
         pe0 = jnp.stack([pe for pe, _ in evaluated])
         grads = [g for _, g in evaluated]
         if white is not None:
-            pairs = [_from_model(z, g, white, settings.whitened) for z, g in zip(starts, grads)]
+            pairs = [from_model(z, g, white, settings.whitened) for z, g in zip(starts, grads)]
             starts, grads = [u for u, _ in pairs], [g for _, g in pairs]
             inits = jax.tree.map(lambda *v: np.stack(v), *starts)
         grad0 = jax.tree.map(lambda *g: jnp.stack(g), *grads)
@@ -360,73 +311,6 @@ class Chains:
                 self.progress(n * self.n_chains)
         self.iterations += n_iter
         return jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
-
-
-def resolve_chain_method(chain_method: ChainMethod, num_chains: int) -> str:
-    """``"auto"``: parallel when JAX has a device per chain, else sequential."""
-    if chain_method != "auto":
-        return chain_method
-    return "parallel" if num_chains > 1 and jax.local_device_count() >= num_chains else "sequential"
-
-
-def tree_depth(n_steps: np.ndarray) -> np.ndarray:
-    """NUTS tree depth from leapfrog step counts (any shape).
-
-    A trajectory that stopped while building its ``d``-th doubling took between
-    ``2**(d-1)`` and ``2**d - 1`` steps, so the depth is the bit length.
-    """
-    n = np.maximum(np.asarray(n_steps, np.int64), 1)
-    return np.floor(np.log2(n)).astype(np.int64) + 1
-
-
-def jittered_inits(
-    init_values: dict[str, jax.Array], num_chains: int, jitter: float, seed: int
-) -> dict[str, np.ndarray]:
-    """(num_chains, ...) starting points: ``init + jitter * N(0, 1)`` per chain and scalar.
-
-    Drawn with NumPy on the host: ``jax.random.normal`` compiled a program for
-    every parameter shape, about 2.7 s of each NUTS fit on the CPU.
-    """
-    rng = np.random.default_rng([int(seed), 7919])
-    out = {}
-    for name, value in sorted(init_values.items()):
-        value = np.asarray(value)
-        noise = rng.standard_normal((num_chains,) + value.shape)
-        out[name] = (value[None] + jitter * noise).astype(value.dtype)
-    return out
-
-
-_potential_hessian = jax.jit(jax.hessian(potential), static_argnums=(3, 4))
-
-UNWHITENED = ("hs_log_tau", "hs_log_lambda", "hs_log_slab", "leak_logit")
-"""Sites left to NUTS's adapted diagonal metric: scales whose posterior a Gaussian at the start misses."""
-
-
-def laplace_whitening(
-    start: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool
-) -> tuple[Whitening, tuple[tuple[str, tuple[int, ...]], ...]]:
-    """The Laplace whitening at ``start`` of every site but ``UNWHITENED``'s, and its sites (name, shape).
-
-    ``H``: the potential's Hessian over those sites at ``start``, the others
-    held there. The covariance is ``|H|^-1``, with each eigenvalue's absolute
-    value floored at a millionth of the largest, so that a start which is not
-    a mode still gives a positive-definite one. Cost: a Hessian (P gradients'
-    worth) and an eigendecomposition of (P, P).
-    """
-    names = sorted(k for k in start if k not in UNWHITENED)
-    z = {k: jnp.asarray(v) for k, v in start.items()}
-    blocks = _potential_hessian(z, arrays, scales, shape, fit_intercept)
-    size = {k: int(np.size(start[k])) for k in names}
-    hess = np.block(
-        [[np.asarray(blocks[a][b], np.float64).reshape(size[a], size[b]) for b in names] for a in names]
-    )
-    ev, vec = np.linalg.eigh(0.5 * (hess + hess.T))
-    ev = np.maximum(np.abs(ev), 1e-6 * np.abs(ev).max())
-    chol = np.linalg.cholesky((vec / ev) @ vec.T)
-    dtype = np.asarray(start[names[0]]).dtype
-    shift = np.concatenate([np.asarray(start[k], np.float64).reshape(-1) for k in names])
-    spec = tuple((k, tuple(int(n) for n in np.shape(start[k]))) for k in names)
-    return Whitening(shift.astype(dtype), chol.astype(dtype)), spec
 
 
 def fit_nuts(
@@ -495,14 +379,8 @@ def fit_nuts(
     method = resolve_chain_method(chain_method, num_chains)
     scales = prior_scales(prior_scale, intercept_scale, dtype)
     white, spec = laplace_whitening(start, arrays, scales, shape, fit_intercept) if whiten else (None, ())
-    settings = NUTSSettings(
-        int(num_warmup),
-        int(max_tree_depth),
-        float(target_accept_prob),
-        bool(dense_mass),
-        bool(fit_intercept),
-        whitened=spec,
-    )
+    nuts_args = (int(num_warmup), int(max_tree_depth), float(target_accept_prob), bool(dense_mass))
+    settings = NUTSSettings(*nuts_args, bool(fit_intercept), whitened=spec)
     limit = max(int(num_samples), int(max_num_samples or 0))
     bar = None
     if progress_bar:
