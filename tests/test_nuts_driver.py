@@ -14,7 +14,13 @@ from orlr_ppl.inference.diagnostics import mixing_converged
 from orlr_ppl.inference.map import fit_map
 from orlr_ppl.inference.nuts import Chains, NUTSSettings, fit_nuts
 from orlr_ppl.model.log_density import bucket_log_likelihoods, potential_and_grad, prior_scales
-from orlr_ppl.model.numpyro_model import join_model_data, make_model_data, orlr_model, split_model_data
+from orlr_ppl.model.numpyro_model import (
+    join_model_data,
+    make_model_data,
+    orlr_model,
+    split_model_data,
+    sum_to_zero_basis,
+)
 
 
 def _toy(n_bags=24, n_classes=3, d=2, seed=0, dtype=np.float32):
@@ -275,8 +281,6 @@ def test_whitened_nuts_samples_the_same_posterior_in_fewer_leapfrog_steps():
     posterior (means within Monte Carlo error, draws in the model's space) at fewer steps per draw."""
     data = _correlated_toy()
     point = fit_map(data, 3.0, 10.0)
-    from orlr_ppl.model.numpyro_model import sum_to_zero_basis
-
     basis = sum_to_zero_basis(3)
     start = {"W_raw": np.asarray(point.W) @ basis, "beta_raw": np.asarray(point.beta) @ basis}
     kwargs = {
