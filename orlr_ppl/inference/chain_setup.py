@@ -66,16 +66,20 @@ def to_model(u: Params, white: Whitening | None, spec: Spec) -> Params:
     return z
 
 
+def _flat(tree: Params, spec: Spec) -> np.ndarray:
+    """(P,) float64: ``spec``'s sites of ``tree``, each flattened C-order, in ``spec``'s order."""
+    return np.concatenate([np.asarray(tree[name], np.float64).reshape(-1) for name, _ in spec])
+
+
 def from_model(z: Params, grad: Params, white: Whitening, spec: Spec) -> tuple[Params, Params]:
     """NUTS's parameters and potential gradient from the model's (host arrays)."""
-    flat = np.concatenate([np.asarray(z[name]).reshape(-1) for name, _ in spec])
-    g_flat = np.concatenate([np.asarray(grad[name]).reshape(-1) for name, _ in spec])
     chol = np.asarray(white.chol, np.float64)
-    u = {k: v for k, v in z.items() if k not in dict(spec)}
-    g = {k: v for k, v in grad.items() if k not in dict(spec)}
+    names = {name for name, _ in spec}
+    u = {k: v for k, v in z.items() if k not in names}
+    g = {k: v for k, v in grad.items() if k not in names}
     dtype = np.asarray(white.shift).dtype
-    u[WHITE] = np.linalg.solve(chol, flat - np.asarray(white.shift, np.float64)).astype(dtype)
-    g[WHITE] = (chol.T @ g_flat).astype(dtype)
+    u[WHITE] = np.linalg.solve(chol, _flat(z, spec) - np.asarray(white.shift, np.float64)).astype(dtype)
+    g[WHITE] = (chol.T @ _flat(grad, spec)).astype(dtype)
     return u, g
 
 
@@ -124,9 +128,8 @@ def laplace_whitening(
     ev = np.maximum(np.abs(ev), 1e-6 * np.abs(ev).max())
     chol = np.linalg.cholesky((vec / ev) @ vec.T)
     dtype = np.asarray(start[names[0]]).dtype
-    shift = np.concatenate([np.asarray(start[k], np.float64).reshape(-1) for k in names])
     spec = tuple((k, tuple(int(n) for n in np.shape(start[k]))) for k in names)
-    return Whitening(shift.astype(dtype), chol.astype(dtype)), spec
+    return Whitening(_flat(start, spec).astype(dtype), chol.astype(dtype)), spec
 
 
 def resolve_chain_method(chain_method: ChainMethod, num_chains: int) -> str:

@@ -61,6 +61,7 @@ from ..model.log_density import (
 from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data
 from .chain_setup import (
     ChainMethod,
+    Spec,
     Whitening,
     from_model,
     jittered_inits,
@@ -92,7 +93,7 @@ class NUTSSettings(NamedTuple):
     dense_mass: bool = False
     fit_intercept: bool = True
     block: int = 100
-    whitened: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    whitened: Spec = ()
 
 
 class ChainDraws(NamedTuple):
@@ -120,7 +121,7 @@ def _potential_fn_gen(
     white: Whitening | None,
     shape: ModelShape,
     fit_intercept: bool,
-    spec: tuple[tuple[str, tuple[int, ...]], ...],
+    spec: Spec,
 ):
     return lambda u: potential(to_model(u, white, spec), arrays, scales, shape, fit_intercept)
 
