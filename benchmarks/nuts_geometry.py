@@ -1,6 +1,6 @@
 """How hard a posterior is for NUTS: leapfrog steps per draw and step size on one HJA-union fold.
 
-    python benchmarks/nuts_geometry.py [--prior group_horseshoe|normal] [--scale 3.0]
+    python benchmarks/nuts_geometry.py [--prior group_horseshoe|normal|l21] [--scale 3.0]
         [--drop-dependent] [--dense-mass] [--whiten] [--target-accept A] [--num-warmup 150]
         [--num-samples 30] [--fold 0] [--num-chains 1]
 
@@ -30,8 +30,13 @@ from orlr_ppl import ORLR
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--prior", choices=["group_horseshoe", "normal"], default="group_horseshoe")
-    p.add_argument("--scale", type=float, default=3.0, help="the Normal's sd, or the horseshoe's slab")
+    p.add_argument("--prior", choices=["group_horseshoe", "normal", "l21"], default="group_horseshoe")
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=3.0,
+        help="the Normal's sd, the l21 (group Laplace) scale, or the horseshoe's slab",
+    )
     p.add_argument("--drop-dependent", action="store_true", help="drop features that are combinations")
     p.add_argument("--dense-mass", action="store_true")
     p.add_argument("--whiten", action="store_true", help="ORLR(whiten=True): Laplace-whitened weights")

@@ -9,7 +9,8 @@ JAX version and the device, so a stale entry is never used.
 
 Where: ``$ORLR_PPL_COMPILATION_CACHE`` if set to a path, else
 ``$XDG_CACHE_HOME/orlr-ppl/jax`` (``~/.cache/orlr-ppl/jax``). Opt out with
-``ORLR_PPL_COMPILATION_CACHE=0``.
+``ORLR_PPL_COMPILATION_CACHE=0``. ``$ORLR_PPL_COMPILATION_CACHE_MIN_SECS`` (default
+1) is how long a program must have taken to compile to be written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import jax
 
 ENV = "ORLR_PPL_COMPILATION_CACHE"
+MIN_SECS_ENV = "ORLR_PPL_COMPILATION_CACHE_MIN_SECS"
 _OFF = {"0", "off", "false", "no"}
 
 
@@ -31,7 +33,7 @@ def default_cache_dir() -> Path:
 
 
 def enable_compilation_cache(
-    path: str | Path | None = None, min_compile_time_secs: float = 1.0
+    path: str | Path | None = None, min_compile_time_secs: float | None = None
 ) -> Path | None:
     """Switch JAX's persistent compilation cache on for this process.
 
@@ -39,12 +41,19 @@ def enable_compilation_cache(
         path: the cache directory; None reads ``$ORLR_PPL_COMPILATION_CACHE``
             (a path, or ``0`` to opt out) and falls back to ``default_cache_dir()``.
         min_compile_time_secs: only programs that took at least this long to
-            compile are written (small ones are cheaper to recompile than to read).
+            compile are written (small ones are cheaper to recompile than to read);
+            None reads ``$ORLR_PPL_COMPILATION_CACHE_MIN_SECS``, else 1 s.
     Returns:
         The directory in use, or None when opted out or when the directory
         cannot be created (a warning says so; fits still work, uncached).
     """
     setting = os.environ.get(ENV, "").strip()
+    if min_compile_time_secs is None:
+        given = os.environ.get(MIN_SECS_ENV, "").strip() or "1"
+        try:
+            min_compile_time_secs = float(given)
+        except ValueError:
+            raise ValueError(f"{MIN_SECS_ENV}={given!r}: give a number of seconds, e.g. 1") from None
     if path is None and setting.lower() in _OFF:
         return None
     directory = Path(path or setting or default_cache_dir()).expanduser()

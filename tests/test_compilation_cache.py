@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
-from orlr_ppl.compilation_cache import ENV, default_cache_dir
+from orlr_ppl.compilation_cache import ENV, MIN_SECS_ENV, default_cache_dir
 from orlr_ppl.data.datasets import make_miml_digits
 
 
@@ -20,16 +21,11 @@ def _fit(tmp_path, cache_setting: str) -> subprocess.CompletedProcess:
     data = tmp_path / "train.npz"
     bag_ids = np.concatenate([np.full(len(b), i) for i, b in enumerate(ds.bags)])
     np.savez(data, features=np.concatenate(ds.bags), bag_ids=bag_ids, bag_labels=labels)
-    env = {**os.environ, ENV: cache_setting, "JAX_LOG_COMPILES": "0"}
+    # Every program is written: the default threshold (1 s of compiling) would make the test depend
+    # on how fast this machine compiles the MAP's gradient.
+    env = {**os.environ, ENV: cache_setting, MIN_SECS_ENV: "0", "JAX_LOG_COMPILES": "0"}
     args = ["fit", "--data", str(data), "--method", "map", "--out", str(tmp_path / "model")]
-    # The command line as its entry point runs it, except that every program is written: the
-    # package's threshold (1 s of compiling) would make the test depend on how fast this machine
-    # compiles the MAP's gradient.
-    script = (
-        "import sys; from orlr_ppl import compilation_cache; from orlr_ppl.cli.main import main; "
-        "compilation_cache.enable_compilation_cache.__defaults__ = (None, 0.0); "
-        f"sys.exit(main({args!r}))"
-    )
+    script = f"import sys; from orlr_ppl.cli.main import main; sys.exit(main({args!r}))"
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
 
 
@@ -44,6 +40,26 @@ def test_the_command_line_writes_the_cache_and_zero_opts_out(tmp_path):
     run = _fit(off, "0")
     assert run.returncode == 0, run.stderr
     assert not (off / "0").exists() and sorted(p.name for p in off.iterdir()) == ["model", "train.npz"]
+
+
+def test_the_threshold_is_read_from_the_environment_and_checked(monkeypatch, tmp_path):
+    import jax
+
+    from orlr_ppl.compilation_cache import enable_compilation_cache
+
+    before = jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs
+    try:
+        monkeypatch.setenv(MIN_SECS_ENV, "2.5")
+        assert enable_compilation_cache(tmp_path) == tmp_path
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 2.5
+        monkeypatch.setenv(MIN_SECS_ENV, "soon")
+        with pytest.raises(ValueError, match=f"{MIN_SECS_ENV}='soon': give a number of seconds"):
+            enable_compilation_cache(tmp_path)
+    finally:  # the rest of the run keeps conftest's cache
+        if before[0] is None:
+            jax.config.update("jax_compilation_cache_dir", None)
+        else:
+            enable_compilation_cache(*before)
 
 
 def test_default_directory_follows_xdg(monkeypatch, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -241,6 +242,33 @@ def test_whiten_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts
         estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts", "--whiten"])).whiten is True
     )
     assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).whiten is False
+
+
+def test_nuts_settings_given_to_another_method_are_named_in_a_warning(data):
+    """``whiten``, ``dense_mass`` and ``target_accept`` change only NUTS: with MAP they would be
+    ignored silently, so the fit warns, naming them; with the defaults it does not."""
+    train, _ = data
+    with pytest.warns(UserWarning, match=r"dense_mass=True, whiten=True: NUTS settings.*method='map'"):
+        ORLR(method="map", dense_mass=True, whiten=True, max_iter=5).fit(train.bags, train.label_sets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ORLR(method="map", max_iter=200).fit(train.bags, train.label_sets)
+
+
+def test_whiten_refuses_a_fit_too_large_to_whiten_before_any_fitting(nuts_asked, data, monkeypatch):
+    """A whitening keeps dense (P, P) matrices: above ``MAX_WHITENED`` parameters the estimator says so,
+    with P and what to change, before the MAP start or the sampler (the CLI makes it exit code 2)."""
+    from orlr_ppl.inference import chain_setup
+
+    train, _ = data
+    n_classes = len(set().union(*map(set, train.label_sets)))
+    n_params = (train.bags[0].shape[1] + 1) * (n_classes - 1)  # weights and intercepts, sum-to-zero basis
+    monkeypatch.setattr(chain_setup, "MAX_WHITENED", n_params - 1)
+    with pytest.raises(ValueError, match=f"{n_params:,} weights and intercepts.*whiten=False"):
+        ORLR(method="nuts", init="map", whiten=True).fit(train.bags, train.label_sets)
+    monkeypatch.setattr(chain_setup, "MAX_WHITENED", n_params)
+    with pytest.raises(Asked):  # at the limit it goes on to the sampler
+        ORLR(method="nuts", init="zeros", whiten=True).fit(train.bags, train.label_sets)
 
 
 def test_target_accept_reaches_the_sampler_with_the_prior_s_default_and_is_checked(nuts_asked, data):

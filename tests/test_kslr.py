@@ -50,6 +50,7 @@ def test_kslr_is_logistic_regression_on_the_rbf_features(xor, tmp_path) -> None:
     model.save(tmp_path / "kslr")
     back = SoftmaxRegression.load(tmp_path / "kslr")
     assert (back.kernel_gamma_, back.prior_scale_) == (2.0, 3.0)
+    assert (back.n_iter_, back.converged_) == (model.n_iter_, True)  # the optimiser's report survives
     for a, b in zip(model.predict_proba(vb), back.predict_proba(vb)):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="feature units"):

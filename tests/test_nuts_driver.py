@@ -267,6 +267,31 @@ def test_laplace_whitening_is_an_exact_change_of_variables():
     np.testing.assert_allclose(u_grad[chain_setup.WHITE], g[chain_setup.WHITE], rtol=2e-3, atol=2e-3)
 
 
+def test_laplace_whitening_holds_the_horseshoe_scales_and_is_the_hessian_block():
+    """Under the group horseshoe the scales stay out of the whitening (``UNWHITENED``) and the whitened
+    sites' Hessian, built from Hessian-vector products, is the (hs_z, beta_raw) block of autodiff's
+    full Hessian with the scales held; above ``MAX_WHITENED`` parameters it refuses."""
+    from orlr_ppl.model.priors import horseshoe_start
+
+    data = _correlated_toy()._replace(weight_prior="group_horseshoe")
+    arrays, shape = split_model_data(data)
+    scales = prior_scales(3.0, 10.0)
+    w = _params(data)
+    start = horseshoe_start(np.asarray(w["W_raw"]), 3.0) | {"beta_raw": np.asarray(w["beta_raw"])}
+    white, spec = chain_setup.laplace_whitening(start, arrays, scales, shape, True)
+    assert [name for name, _ in spec] == ["beta_raw", "hs_z"]
+    held = {k: jnp.asarray(v) for k, v in start.items() if k in chain_setup.UNWHITENED}
+    hess = jax.hessian(lambda v: potential_and_grad(held | _unflat(v, spec), arrays, scales, shape, True)[0])
+    h = np.asarray(hess(jnp.asarray(white.shift)), np.float64)
+    cov = np.asarray(white.chol, np.float64) @ np.asarray(white.chol, np.float64).T
+    ev = np.linalg.eigvalsh(0.5 * (h + h.T))
+    assert ev.min() > 1e-3 * ev.max()  # no eigenvalue floored, so cov is exactly H^-1
+    np.testing.assert_allclose(cov @ h, np.eye(len(h)), atol=5e-3)
+    assert chain_setup.whitened_size(data, True) == white.shift.size
+    with pytest.raises(ValueError, match="whiten=False"):
+        chain_setup.check_whitenable(chain_setup.MAX_WHITENED + 1)
+
+
 def _unflat(v, spec):
     out, at = {}, 0
     for name, site_shape in spec:

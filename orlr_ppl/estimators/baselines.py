@@ -151,7 +151,11 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         return fit_softmax(x, y, n_classes, scale, self.fit_intercept, self.max_iter, self.tol, init)
 
     def _fitted_metadata(self) -> dict[str, Any]:
-        meta: dict[str, Any] = {"prior_scale_": self.prior_scale_}
+        meta: dict[str, Any] = {
+            "prior_scale_": self.prior_scale_,
+            "n_iter_": int(self.n_iter_),
+            "converged_": bool(self.converged_),
+        }
         if self.kernel is not None:
             meta["kernel_gamma_"] = float(self.kernel_gamma_)
         return meta

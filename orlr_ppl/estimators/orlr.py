@@ -287,6 +287,13 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
                 f"bag_fraction={self.bag_fraction} with method={self.method!r}: stochastic EM takes "
                 "method='em' and a fraction in (0, 1]; SVI subsamples with subsample_size"
             )
+        ignored = [
+            f"{k}={getattr(self, k)!r}" for k in ("dense_mass", "whiten", "target_accept") if getattr(self, k)
+        ]
+        if ignored and self.method != "nuts":
+            warnings.warn(
+                f"{', '.join(ignored)}: NUTS settings, which method={self.method!r} ignores", stacklevel=2
+            )
         self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         if instance_labels is not None and self.prune > 0:

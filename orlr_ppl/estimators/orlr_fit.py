@@ -125,6 +125,7 @@ class PosteriorFit(NamedTuple):
 
 def fit_posterior(data: ModelData, method: str, s: SamplerSettings) -> PosteriorFit:
     """Sample the posterior with NUTS (``method="nuts"``) or fit an SVI guide and draw from it."""
+    from ..inference.chain_setup import check_whitenable, whitened_size
     from ..inference.nuts import fit_nuts
     from ..inference.svi import fit_svi
 
@@ -137,6 +138,8 @@ def fit_posterior(data: ModelData, method: str, s: SamplerSettings) -> Posterior
     }
     if method == "nuts":
         accept = target_accept(data.weight_prior, s.target_accept)  # checked before the MAP start
+        if s.whiten:
+            check_whitenable(whitened_size(data, s.fit_intercept))
         idata = fit_nuts(
             data,
             num_warmup=s.num_warmup,

@@ -11,6 +11,7 @@ space and the model's.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal, NamedTuple
 
 import jax
@@ -18,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model.log_density import Params, Scales, potential
-from ..model.numpyro_model import ModelArrays, ModelShape
+from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, start_params
 
 Array = jax.Array
 ChainMethod = Literal["auto", "parallel", "sequential", "vectorized"]
@@ -52,18 +53,22 @@ WHITE = "_whitened"
 """The site NUTS samples in place of the whitened ones, (P,)."""
 
 
-def to_model(u: Params, white: Whitening | None, spec: Spec) -> Params:
-    """Model-space parameters from NUTS's (identity without a whitening)."""
-    if white is None:
-        return u
-    z = {k: v for k, v in u.items() if k != WHITE}
-    flat = white.shift + white.chol @ u[WHITE]
-    at = 0
+def _unflat(flat: Array, spec: Spec) -> Params:
+    """``spec``'s sites from their (P,) concatenation (``_flat``'s inverse)."""
+    z, at = {}, 0
     for name, site_shape in spec:
         n = int(np.prod(site_shape, dtype=np.int64))
         z[name] = flat[at : at + n].reshape(site_shape)
         at += n
     return z
+
+
+def to_model(u: Params, white: Whitening | None, spec: Spec) -> Params:
+    """Model-space parameters from NUTS's (identity without a whitening)."""
+    if white is None:
+        return u
+    z = {k: v for k, v in u.items() if k != WHITE}
+    return z | _unflat(white.shift + white.chol @ u[WHITE], spec)
 
 
 def _flat(tree: Params, spec: Spec) -> np.ndarray:
@@ -100,10 +105,57 @@ def jittered_inits(
     return out
 
 
-_potential_hessian = jax.jit(jax.hessian(potential), static_argnums=(3, 4))
-
 UNWHITENED = ("hs_log_tau", "hs_log_lambda", "hs_log_slab", "leak_logit")
 """Sites left to NUTS's adapted diagonal metric: scales whose posterior a Gaussian at the start misses."""
+
+MAX_WHITENED = 8192
+"""Most parameters ``laplace_whitening`` takes: it keeps (P, P) float64 matrices and
+eigendecomposes one, 0.5 GB and about a minute on two cores at this size."""
+
+_HVP_BATCH = 64
+"""Hessian-vector products evaluated at once: memory grows with it (each holds a
+gradient's intermediates), time hardly does on a CPU."""
+
+
+def check_whitenable(n_params: int) -> None:
+    """ValueError when a whitening of ``n_params`` parameters is larger than ``MAX_WHITENED``."""
+    if n_params > MAX_WHITENED:
+        gb = 3 * 8 * n_params**2 / 1e9
+        raise ValueError(
+            f"whiten=True: this fit has {n_params:,} weights and intercepts to whiten, and the whitening "
+            f"keeps dense {n_params:,} x {n_params:,} matrices (about {gb:,.0f} GB); at most "
+            f"{MAX_WHITENED:,} are supported. Use fewer features (a kernel fit: dictionary_size or "
+            "nystroem=True with a smaller dictionary), or whiten=False"
+        )
+
+
+def whitened_size(data: ModelData, fit_intercept: bool) -> int:
+    """P: how many parameters ``laplace_whitening`` of ``data``'s model whitens."""
+    sites = start_params(data, fit_intercept, np.float32)
+    return sum(int(np.size(v)) for k, v in sites.items() if k not in UNWHITENED)
+
+
+@partial(jax.jit, static_argnums=(4, 5, 6))
+def _whitened_hessian(
+    flat: Array,
+    rest: Params,
+    arrays: ModelArrays,
+    scales: Scales,
+    shape: ModelShape,
+    fit_intercept: bool,
+    spec: Spec,
+) -> Array:
+    """(P, P): the potential's Hessian over ``spec``'s sites at ``flat`` (P,), ``rest`` held.
+
+    Built row by row from Hessian-vector products, ``_HVP_BATCH`` at a time:
+    ``jax.hessian`` of the whole potential evaluates all P at once and its
+    memory grew with P (4 GB at P = 3,612 on 4,500 instances).
+    """
+    grad = jax.grad(lambda v: potential(rest | _unflat(v, spec), arrays, scales, shape, fit_intercept))
+    eye = partial(jax.nn.one_hot, num_classes=flat.shape[0], dtype=flat.dtype)
+    return jax.lax.map(
+        lambda i: jax.jvp(grad, (flat,), (eye(i),))[1], jnp.arange(flat.shape[0]), batch_size=_HVP_BATCH
+    )
 
 
 def laplace_whitening(
@@ -114,22 +166,22 @@ def laplace_whitening(
     ``H``: the potential's Hessian over those sites at ``start``, the others
     held there. The covariance is ``|H|^-1``, with each eigenvalue's absolute
     value floored at a millionth of the largest, so that a start which is not
-    a mode still gives a positive-definite one. Cost: a Hessian (P gradients'
-    worth) and an eigendecomposition of (P, P).
+    a mode still gives a positive-definite one. Cost: P Hessian-vector
+    products and an eigendecomposition of (P, P); ``check_whitenable`` bounds P.
     """
     names = sorted(k for k in start if k not in UNWHITENED)
-    z = {k: jnp.asarray(v) for k, v in start.items()}
-    blocks = _potential_hessian(z, arrays, scales, shape, fit_intercept)
-    size = {k: int(np.size(start[k])) for k in names}
-    hess = np.block(
-        [[np.asarray(blocks[a][b], np.float64).reshape(size[a], size[b]) for b in names] for a in names]
+    spec = tuple((k, tuple(int(n) for n in np.shape(start[k]))) for k in names)
+    dtype = np.asarray(start[names[0]]).dtype
+    flat = _flat(start, spec).astype(dtype)
+    check_whitenable(flat.size)
+    rest = {k: jnp.asarray(v) for k, v in start.items() if k not in names}
+    hess = np.asarray(
+        _whitened_hessian(jnp.asarray(flat), rest, arrays, scales, shape, fit_intercept, spec), np.float64
     )
     ev, vec = np.linalg.eigh(0.5 * (hess + hess.T))
     ev = np.maximum(np.abs(ev), 1e-6 * np.abs(ev).max())
     chol = np.linalg.cholesky((vec / ev) @ vec.T)
-    dtype = np.asarray(start[names[0]]).dtype
-    spec = tuple((k, tuple(int(n) for n in np.shape(start[k]))) for k in names)
-    return Whitening(_flat(start, spec).astype(dtype), chol.astype(dtype)), spec
+    return Whitening(flat, chol.astype(dtype)), spec
 
 
 def resolve_chain_method(chain_method: ChainMethod, num_chains: int) -> str:
