@@ -109,8 +109,8 @@ UNWHITENED = ("hs_log_tau", "hs_log_lambda", "hs_log_slab", "leak_logit")
 """Sites left to NUTS's adapted diagonal metric: scales whose posterior a Gaussian at the start misses."""
 
 MAX_WHITENED = 8192
-"""Most parameters ``laplace_whitening`` takes: it keeps (P, P) float64 matrices and
-eigendecomposes one, 0.5 GB and about a minute on two cores at this size."""
+"""Most parameters ``laplace_whitening`` takes: it keeps (P, P) float64 matrices (0.5 GB each
+at this size) and eigendecomposes one, at a cost growing as P^3."""
 
 _HVP_BATCH = 64
 """Hessian-vector products evaluated at once: memory grows with it (each holds a
@@ -148,8 +148,9 @@ def _whitened_hessian(
     """(P, P): the potential's Hessian over ``spec``'s sites at ``flat`` (P,), ``rest`` held.
 
     Built row by row from Hessian-vector products, ``_HVP_BATCH`` at a time:
-    ``jax.hessian`` of the whole potential evaluates all P at once and its
-    memory grew with P (4 GB at P = 3,612 on 4,500 instances).
+    ``jax.hessian`` of the whole potential evaluates all P at once, and its
+    memory grew with P (peak 5.9 GB against 1.8 GB at P = 3,612 on HJA
+    union's 4,470 training instances; ``benchmarks/whitening_cost.py``).
     """
     grad = jax.grad(lambda v: potential(rest | _unflat(v, spec), arrays, scales, shape, fit_intercept))
     eye = partial(jax.nn.one_hot, num_classes=flat.shape[0], dtype=flat.dtype)
