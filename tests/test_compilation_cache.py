@@ -13,7 +13,7 @@ from orlr_ppl.compilation_cache import ENV, MIN_SECS_ENV, default_cache_dir
 from orlr_ppl.data.datasets import make_miml_digits
 
 
-def _fit(tmp_path, cache_setting: str) -> subprocess.CompletedProcess:
+def _fit(tmp_path, cache_setting: str, min_secs: str = "0") -> subprocess.CompletedProcess:
     ds = make_miml_digits(20, seed=0, split="train", max_size=4)
     labels = np.zeros((len(ds.bags), 10), int)
     for i, s in enumerate(ds.label_sets):
@@ -23,7 +23,7 @@ def _fit(tmp_path, cache_setting: str) -> subprocess.CompletedProcess:
     np.savez(data, features=np.concatenate(ds.bags), bag_ids=bag_ids, bag_labels=labels)
     # Every program is written: the default threshold (1 s of compiling) would make the test depend
     # on how fast this machine compiles the MAP's gradient.
-    env = {**os.environ, ENV: cache_setting, MIN_SECS_ENV: "0", "JAX_LOG_COMPILES": "0"}
+    env = {**os.environ, ENV: cache_setting, MIN_SECS_ENV: min_secs, "JAX_LOG_COMPILES": "0"}
     args = ["fit", "--data", str(data), "--method", "map", "--out", str(tmp_path / "model")]
     script = f"import sys; from orlr_ppl.cli.main import main; sys.exit(main({args!r}))"
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
@@ -60,6 +60,12 @@ def test_the_threshold_is_read_from_the_environment_and_checked(monkeypatch, tmp
             jax.config.update("jax_compilation_cache_dir", None)
         else:
             enable_compilation_cache(*before)
+
+
+def test_a_malformed_threshold_is_one_line_and_exit_code_2_on_the_command_line(tmp_path):
+    run = _fit(tmp_path, str(tmp_path / "cache"), min_secs="soon")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith(f"orlr-ppl fit: error: {MIN_SECS_ENV}='soon'")
 
 
 def test_default_directory_follows_xdg(monkeypatch, tmp_path):

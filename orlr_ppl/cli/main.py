@@ -311,9 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from ..compilation_cache import enable_compilation_cache
 
-    # A second run loads the compiled programs instead of compiling them again.
-    enable_compilation_cache()
     try:
+        enable_compilation_cache()  # a second run loads the compiled programs instead of compiling them
         return args.func(args)
     except ValueError as err:
         print(f"orlr-ppl {args.command}: error: {err}", file=sys.stderr)
