@@ -158,7 +158,7 @@ def main() -> None:
     names = ("dataset", "folds", "slab", "sampler", "num_chains", "num_warmup", "num_samples", "dense_mass")
     names += ("svi_steps",) if args.sampler == "svi" else ("target_accept",)
     names += ("drop_dependent",) if args.drop_dependent else ()  # rows saved before the option read alike
-    names += tuple(k for k in ("whiten",) if getattr(args, k))
+    names += ("whiten",) if args.whiten else ()
     names += ("prior",) if args.prior != "group_horseshoe" else ()
     settings = {k: getattr(args, k) for k in names}
     run_in_parts(args, settings, lambda train, test, fold: _fold(train, test, args, fold), _summarise)

@@ -179,10 +179,15 @@ def laplace_whitening(
     hess = np.asarray(
         _whitened_hessian(jnp.asarray(flat), rest, arrays, scales, shape, fit_intercept, spec), np.float64
     )
+    return Whitening(flat, laplace_factor(hess).astype(dtype)), spec
+
+
+def laplace_factor(hess: np.ndarray) -> np.ndarray:
+    """(P, P) lower-triangular ``L`` with ``L L^T = |H|^-1`` for a Hessian ``hess`` (P, P), float64;
+    each eigenvalue's absolute value floored at a millionth of the largest."""
     ev, vec = np.linalg.eigh(0.5 * (hess + hess.T))
     ev = np.maximum(np.abs(ev), 1e-6 * np.abs(ev).max())
-    chol = np.linalg.cholesky((vec / ev) @ vec.T)
-    return Whitening(flat, chol.astype(dtype)), spec
+    return np.linalg.cholesky((vec / ev) @ vec.T)
 
 
 def resolve_chain_method(chain_method: ChainMethod, num_chains: int) -> str:
