@@ -41,6 +41,7 @@ from kernel_orlr import (
 )  # benchmarks/ is on the path
 
 from orlr_ppl import ORLR
+from orlr_ppl.inference.diagnostics import ESS_MIN, MAX_DIVERGENT, RHAT_MAX
 
 POSTERIOR_KEY = {"group_horseshoe": "horseshoe_", "l21": "group_laplace_"}
 """The posterior's accuracy in a saved row: this prefix and the sampler's name."""
@@ -90,6 +91,15 @@ def _fold(train, test, args, fold: int) -> dict[str, float | str]:
     }
 
 
+def _converged(row: dict[str, float | str]) -> bool:
+    """Whether a NUTS row meets the package's R-hat, bulk/tail ESS and divergence thresholds."""
+    return (
+        float(row["r_hat"]) <= RHAT_MAX
+        and min(float(row["ess_bulk"]), float(row["ess_tail"])) >= ESS_MIN
+        and int(row["divergent"]) <= MAX_DIVERGENT
+    )
+
+
 def _summarise(rows: list[dict[str, float | str]]) -> None:
     """Means and sds of both accuracies, the paired difference, and the worst diagnostics over folds."""
     post = next(k for k in rows[0] if k.startswith(tuple(POSTERIOR_KEY.values())))
@@ -109,6 +119,16 @@ def _summarise(rows: list[dict[str, float | str]]) -> None:
             f"{min(r['ess_bulk'] for r in rows):.0f}/{min(r['ess_tail'] for r in rows):.0f}, "
             f"divergences {sum(r['divergent'] for r in rows)}"
         )
+        # An unconverged fold's mean is no posterior to report, so the comparison is also shown
+        # over the folds that pass R-hat, both ESS and divergences (the row keeps only these).
+        passed = [i for i, r in enumerate(rows) if _converged(r)]
+        print(f"folds meeting R-hat/ESS/divergences: {len(passed)} of {len(rows)} (positions {passed})")
+        if len(passed) > 1:
+            kept = diff[passed]
+            print(
+                f"posterior - MAP over those: {kept.mean():+.1f} points (sd {kept.std(ddof=1):.1f}); "
+                f"ahead in {int((kept > 0).sum())}, behind in {int((kept < 0).sum())}"
+            )
     print(f"bags with PSIS-LOO k-hat > 0.7 per fold: {[r.get('loo_high_k') for r in rows]}")
     for key in ("t_map", "t_post"):
         print(f"median {key}: {np.median([r[key] for r in rows]):.1f} s")
