@@ -197,6 +197,8 @@ def _shown(value) -> str:
     """A row's value as printed: numbers to 4 significant digits, names as they are, None as "-"."""
     if value is None:
         return "-"
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
     return value if isinstance(value, str) else f"{value:.4g}"
 
 

@@ -85,6 +85,9 @@ def _fold(train, test, args, fold: int) -> dict[str, float | str]:
         **row,
         "r_hat": float(table["r_hat"].max()),
         "worst": str(table["ess_bulk"].idxmin()),
+        # Chains that sit in different places (modes) and chains that stall both give a low bulk ESS;
+        # the worst scalar's mean per chain tells them apart.
+        "worst_chain_means": [float(m) for m in diag.chain_means.loc[table["ess_bulk"].idxmin()]],
         "ess_bulk": float(table["ess_bulk"].min()),
         "ess_tail": float(table["ess_tail"].min()),
         "divergent": int(diag.sampler["n_divergent"]),

@@ -13,6 +13,7 @@ from orlr_ppl.inference.diagnostics import (
     ConvergenceWarning,
     Diagnostics,
     PointDiagnostics,
+    chain_means,
     convergence_problems,
     convergence_table,
     diagnose,
@@ -152,6 +153,15 @@ def test_convergence_table_names_and_sampler_summary(nuts_fit):
     np.testing.assert_allclose(named.to_numpy(), table.to_numpy())
     with pytest.raises(ValueError, match="2 class names but the posterior has 3"):
         convergence_table(est.posterior_, class_names=["a", "b"])
+    # Each chain's mean, on the table's own row labels: W row-major over (feature, class), then beta.
+    means = chain_means(est.posterior_, class_names=["a", "b", "j"], feature_names=["x-box", "y"])
+    assert list(means.index) == list(named.index) and list(means.columns) == [0, 1]
+    post = est.posterior_.posterior
+    by_chain = np.concatenate(
+        [np.asarray(post["W"]).mean(1).reshape(2, -1), np.asarray(post["beta"]).mean(1)], axis=1
+    )
+    np.testing.assert_allclose(means.to_numpy(), by_chain.T, rtol=1e-6)
+    np.testing.assert_allclose(means.mean(axis=1), table["mean"], rtol=1e-5, atol=1e-7)  # equal chains
     diag = est.diagnostics()
     assert isinstance(diag, Diagnostics) and diag is est.diagnostics()  # computed once, at fit
     assert diag.converged == (diag.problems == [])
@@ -189,7 +199,16 @@ def test_problems_name_the_failed_checks_and_worst_parameters(nuts_fit):
     assert "2 transitions (0.7%) hit the maximum tree depth 10" in text
     assert not diag.converged and diag.sampler["n_at_max_treedepth"] == 2
     rhat = next(p for p in diag.problems if p.startswith("R-hat"))
-    assert rhat.count("W[") == 5 and rhat.endswith(", …)")  # 5 worst named, the 6th elided
+    named, spread = rhat.split("; chain means of ")
+    assert named.count("W[") == 5 and named.endswith(", …")  # 5 worst named, the 6th elided
+    # ... then the worst one's mean in each chain beside its sd: chain 1 sits 3 above chain 0.
+    worst = diag.table["r_hat"].idxmax()
+    shift = diag.chain_means.loc[worst, 1] - diag.chain_means.loc[worst, 0]
+    before = chain_means(est.posterior_).loc[worst]
+    np.testing.assert_allclose(shift, 3.0 + before[1] - before[0], rtol=1e-5)
+    first, second = diag.chain_means.loc[worst]
+    sd = diag.table.loc[worst, "sd"]
+    assert spread == f"{worst}: {first:.3g}, {second:.3g} against a posterior sd of {sd:.3g})"
     # An SVI-like fit (independent draws, no sample_stats): only the PSIS-LOO check applies.
     svi_stats = {**diagnose(bad).sampler, "mcmc": False, "n_high_pareto_k": 0}
     assert convergence_problems(diag.table, svi_stats) == []

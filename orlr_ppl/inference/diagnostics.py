@@ -28,17 +28,15 @@ live in ``point_diagnostics`` (no ArviZ needed) and are re-exported here.
 
 from __future__ import annotations
 
-import logging
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .inference_data import RAW_SITES, az, with_names
+from .inference_data import az
 
 # Re-exported: the estimators and the tests import the EM/MAP report from here. The import runs one
 # way only (point_diagnostics needs neither ArviZ nor this module), so there is no cycle.
@@ -46,6 +44,13 @@ from .point_diagnostics import OPTIMIZERS as OPTIMIZERS
 from .point_diagnostics import PointDiagnostics as PointDiagnostics
 from .point_diagnostics import count_noun as _count
 from .point_diagnostics import optimizer_diagnostics as optimizer_diagnostics
+
+# Re-exported too: the tables live in their own module, the checks on them here.
+from .posterior_tables import INTERPRETABLE as INTERPRETABLE
+from .posterior_tables import TABLE_COLUMNS as TABLE_COLUMNS
+from .posterior_tables import chain_means as chain_means
+from .posterior_tables import convergence_table as convergence_table
+from .posterior_tables import quiet_arviz
 
 RHAT_MAX = 1.01
 """Largest acceptable split R-hat."""
@@ -60,65 +65,9 @@ PARETO_K_MAX = 0.7
 N_WORST = 5
 """Parameters (or bags) named in a problem sentence, worst first."""
 
-TABLE_COLUMNS = ["mean", "sd", "r_hat", "ess_bulk", "ess_tail"]
-INTERPRETABLE = ("W", "beta", "leak", "tau", "lam")
-
 
 class ConvergenceWarning(UserWarning):
     """A fit ran but its result should not be trusted yet (sampler or optimiser did not converge)."""
-
-
-@contextmanager
-def _quiet_arviz() -> Iterator[None]:
-    """Silence ArviZ's own warnings and log lines while it computes.
-
-    E.g. "Shape validation failed" for one chain, or high Pareto k-hat: the
-    checks below report the same facts as problems.
-    """
-    logger = logging.getLogger("arviz")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logger.setLevel(level)
-
-
-def _table_vars(posterior) -> list[str]:
-    """``W``, ``beta``, then any other latent site, in the posterior's order; never the raw sites."""
-    first = [v for v in INTERPRETABLE if v in posterior.data_vars]
-    rest = [v for v in posterior.data_vars if v not in (*INTERPRETABLE, *RAW_SITES)]
-    return first + rest
-
-
-def convergence_table(
-    idata: az.InferenceData,
-    class_names: Sequence[str] | None = None,
-    feature_names: Sequence[str] | None = None,
-) -> pd.DataFrame:
-    """Per-scalar posterior mean, sd, R-hat and bulk/tail ESS of the interpretable parameters.
-
-    Args:
-        idata: with a ``posterior`` group of (chain, draw, ...) variables.
-        class_names, feature_names: relabel the ``class`` / ``feature``
-            coordinates, so rows read ``W[x-box, j]``; default: the
-            coordinates as stored (``W[3, 9]`` unless the fit had names).
-    Returns:
-        One row per scalar of ``W`` (d * C rows), ``beta`` (C) and any other
-        latent site, in ArviZ's order, with columns ``TABLE_COLUMNS``
-        (unrounded; R-hat is NaN for a parameter constant over all draws,
-        and for every parameter when there is only one chain).
-    """
-    named = with_names(idata, class_names, feature_names)
-    names = _table_vars(named.posterior)
-    if not names:
-        raise ValueError("the posterior has no W, beta or other latent site to check")
-    # Constant parameters (beta without an intercept) give 0/0 in R-hat: NaN, and ArviZ says so.
-    with _quiet_arviz():
-        table = az.summary(named.posterior[names], kind="all", round_to="none")
-    return table[TABLE_COLUMNS]
 
 
 def mixing_converged(draws: dict[str, np.ndarray]) -> bool:
@@ -130,7 +79,7 @@ def mixing_converged(draws: dict[str, np.ndarray]) -> bool:
     with one chain, R-hat is not checked.
     """
     posterior = {k: np.asarray(v) for k, v in draws.items() if k in INTERPRETABLE}
-    with _quiet_arviz():
+    with quiet_arviz():
         table = convergence_table(az.from_dict(posterior=posterior))
     failures = _mixing_failures(table)
     if next(iter(posterior.values())).shape[0] < 2:
@@ -147,7 +96,7 @@ def _loo_summary(idata: az.InferenceData) -> dict[str, Any]:
     empty = {"n_bags": None, "n_high_pareto_k": None, "loo_high_k_share": None, "worst_pareto_k": None}
     if "log_likelihood" not in idata.groups():
         return empty
-    with _quiet_arviz():  # ArviZ warns about high k-hat itself; we report it as a problem instead
+    with quiet_arviz():  # ArviZ warns about high k-hat itself; we report it as a problem instead
         try:
             k = az.loo(idata, pointwise=True).pareto_k
         except (TypeError, ValueError):
@@ -216,6 +165,15 @@ def _worst(values: pd.Series, largest: bool, fmt: str) -> str:
     return ", ".join(parts) + (", …" if len(values) > N_WORST else "")
 
 
+def _spread(bad: pd.Series, table: pd.DataFrame, means: pd.DataFrame | None) -> str:
+    """``"; chain means of W[0, 1]: 0.15, 1.02 against a posterior sd of 0.62"`` for the worst R-hat."""
+    if means is None:
+        return ""
+    name = bad.fillna(np.inf).idxmax()
+    values = ", ".join(f"{v:.3g}" for v in means.loc[name])
+    return f"; chain means of {name}: {values} against a posterior sd of {table.loc[name, 'sd']:.3g}"
+
+
 def _mixing_failures(table: pd.DataFrame) -> dict[str, pd.Series]:
     """Per column (``r_hat``, ``ess_bulk``, ``ess_tail``), the varying parameters that fail it."""
     varies = table["sd"] > 0
@@ -225,15 +183,20 @@ def _mixing_failures(table: pd.DataFrame) -> dict[str, pd.Series]:
     }
 
 
-def convergence_problems(table: pd.DataFrame | None, stats: dict[str, Any]) -> list[str]:
+def convergence_problems(
+    table: pd.DataFrame | None, stats: dict[str, Any], means: pd.DataFrame | None = None
+) -> list[str]:
     """One sentence per failed check, naming the worst parameters (or bags), worst first.
 
     Args:
         table: from ``convergence_table`` (None skips the per-parameter checks).
         stats: from ``sampler_summary``; when ``stats["mcmc"]`` is False (SVI)
             only the PSIS-LOO check applies.
+        means: from ``chain_means`` (optional): the R-hat sentence then gives
+            the worst parameter's mean in each chain beside its posterior sd.
     Returns:
-        E.g. ``["R-hat above 1.01 for 12 parameters (worst: W[x-box, j] 1.08, …)"]``;
+        E.g. ``["R-hat above 1.01 for 12 parameters (worst: W[x-box, j] 1.08, …; chain means of
+        W[x-box, j]: 0.15, 1.02, 0.98, 1.91 against a posterior sd of 0.62)"]``;
         empty when every check passes.
     """
     problems = []
@@ -252,7 +215,7 @@ def convergence_problems(table: pd.DataFrame | None, stats: dict[str, Any]) -> l
         elif len(bad):
             problems.append(
                 f"R-hat above {RHAT_MAX} for {_count(len(bad), 'parameter')} "
-                f"(worst: {_worst(bad, largest=True, fmt='.3f')})"
+                f"(worst: {_worst(bad, largest=True, fmt='.3f')}{_spread(bad, table, means)})"
             )
         for column, label in (("ess_bulk", "bulk"), ("ess_tail", "tail")):
             bad = failures[column]
@@ -304,12 +267,14 @@ class Diagnostics(NamedTuple):
         sampler: ``sampler_summary``.
         problems: ``convergence_problems``, one sentence per failed check.
         converged: no problems.
+        chain_means: ``chain_means``, each scalar's mean per chain (None for SVI).
     """
 
     table: pd.DataFrame
     sampler: dict[str, Any]
     problems: list[str]
     converged: bool
+    chain_means: pd.DataFrame | None = None
 
     def summary_lines(self) -> list[str]:
         """A short text report: R-hat, ESS, divergences, tree depth, E-BFMI, LOO k-hat, verdict."""
@@ -368,8 +333,9 @@ def diagnose(
     """Every convergence check of a NUTS or SVI posterior (see the module docstring)."""
     table = convergence_table(idata, class_names, feature_names)
     stats = sampler_summary(idata)
-    problems = convergence_problems(table, stats)
-    return Diagnostics(table, stats, problems, not problems)
+    means = chain_means(idata, class_names, feature_names) if stats["mcmc"] else None
+    problems = convergence_problems(table, stats, means)
+    return Diagnostics(table, stats, problems, not problems, means)
 
 
 def warning_message(diagnostics: Diagnostics) -> str:
