@@ -88,6 +88,7 @@ def _fold(train, test, args, fold: int) -> dict[str, float | str]:
         # Chains that sit in different places (modes) and chains that stall both give a low bulk ESS;
         # the worst scalar's mean per chain tells them apart.
         "worst_chain_means": [float(m) for m in diag.chain_means.loc[table["ess_bulk"].idxmin()]],
+        "worst_sd": float(table["sd"][table["ess_bulk"].idxmin()]),
         "ess_bulk": float(table["ess_bulk"].min()),
         "ess_tail": float(table["ess_tail"].min()),
         "divergent": int(diag.sampler["n_divergent"]),
