@@ -81,14 +81,15 @@ def _fold(train, test, args, fold: int) -> dict[str, float | str]:
     }
     if args.sampler == "svi":  # independent draws: no R-hat, ESS or divergences to report
         return {**row, "svi_loss": float(np.median(post.losses_[-100:]))}
+    worst = table["ess_bulk"].idxmin()
     return {
         **row,
         "r_hat": float(table["r_hat"].max()),
-        "worst": str(table["ess_bulk"].idxmin()),
+        "worst": str(worst),
         # Chains that sit in different places (modes) and chains that stall both give a low bulk ESS;
-        # the worst scalar's mean per chain tells them apart.
-        "worst_chain_means": [float(m) for m in diag.chain_means.loc[table["ess_bulk"].idxmin()]],
-        "worst_sd": float(table["sd"][table["ess_bulk"].idxmin()]),
+        # the worst scalar's mean per chain, against its sd, tells them apart.
+        "worst_chain_means": [float(m) for m in diag.chain_means.loc[worst]],
+        "worst_sd": float(table.loc[worst, "sd"]),
         "ess_bulk": float(table["ess_bulk"].min()),
         "ess_tail": float(table["ess_tail"].min()),
         "divergent": int(diag.sampler["n_divergent"]),
