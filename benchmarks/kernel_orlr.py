@@ -139,8 +139,9 @@ def _set_grids(gamma_factors: str | None, prior_scales: str | None) -> None:
         print(f"{name} = {values}", flush=True)
 
 
-def _summarise(rows: list[dict[str, float]]) -> None:
-    """Means and sds of the accuracies over folds, and the median fit-time ratios."""
+def _summarise(rows: list[dict[str, float]], folds: list[int]) -> None:
+    """Means and sds of the accuracies over ``folds`` (one row each), and the median fit-time ratios."""
+    print(f"folds {folds}")
     for key in ("linear", "kernel", "softmax", "kslr"):
         if key in rows[0]:
             acc = np.array([r[key] for r in rows])
@@ -206,13 +207,13 @@ def run_in_parts(
     args: argparse.Namespace,
     settings: dict,
     fit_fold: Callable[[MIMLData, MIMLData, int], dict[str, float]],
-    summarise: Callable[[list[dict[str, float]]], None],
+    summarise: Callable[[list[dict[str, float]], list[int]], None],
 ) -> None:
     """Fit ``args.run_folds`` of ``args.dataset``'s folds (seed 0), each row printed and saved; or summarise.
 
     With ``--summarise``, nothing is fitted: ``summarise`` gets the rows saved in ``--save`` under
     these ``settings``, which must hold every fold once (or each of ``--run-folds`` once: a partial
-    summary, which says so by its fold count). Otherwise ``fit_fold(train, test, fold)``
+    summary), and the fold numbers of those rows. Otherwise ``fit_fold(train, test, fold)``
     gives each fold's row, appended to ``--save`` with the settings, and the folds of this run are
     summarised when there are several.
     """
@@ -221,21 +222,22 @@ def run_in_parts(
     if args.summarise:
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
-        summarise(_saved_rows(args.save, settings, sorted(run)))
+        summarise(_saved_rows(args.save, settings, sorted(run)), sorted(run))
         return
     data = load_dataset(args.dataset)
     print(f"{args.dataset}: {data!r}", flush=True)
-    rows = []
+    rows, fitted = [], []
     for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
         if fold not in run:
             continue
         rows.append(fit_fold(train, test, fold))
+        fitted.append(fold)
         print(f"fold {fold}: " + " ".join(f"{k}={_shown(v)}" for k, v in rows[-1].items()), flush=True)
         if args.save is not None:
             with args.save.open("a") as out:
                 out.write(json.dumps({"settings": settings, "fold": fold, "row": rows[-1]}) + "\n")
     if len(rows) > 1:
-        summarise(rows)
+        summarise(rows, fitted)
 
 
 def main() -> None:

@@ -105,8 +105,10 @@ def _converged(row: dict[str, float | str]) -> bool:
     )
 
 
-def _summarise(rows: list[dict[str, float | str]]) -> None:
-    """Means and sds of both accuracies, the paired difference, and the worst diagnostics over folds."""
+def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
+    """Means and sds of both accuracies, the paired difference, and the worst diagnostics over
+    ``folds`` (one row each)."""
+    print(f"folds {folds}")
     post = next(k for k in rows[0] if k.startswith(tuple(POSTERIOR_KEY.values())))
     for key in ("l21_map", post):
         acc = 100 * np.array([r[key] for r in rows])
@@ -127,7 +129,10 @@ def _summarise(rows: list[dict[str, float | str]]) -> None:
         # An unconverged fold's mean is no posterior to report, so the comparison is also shown
         # over the folds that pass R-hat, both ESS and divergences (the row keeps only these).
         passed = [i for i, r in enumerate(rows) if _converged(r)]
-        print(f"folds meeting R-hat/ESS/divergences: {len(passed)} of {len(rows)} (positions {passed})")
+        print(
+            f"folds meeting R-hat/ESS/divergences: {len(passed)} of {len(rows)} "
+            f"(folds {[folds[i] for i in passed]})"
+        )
         if len(passed) > 1:
             kept = diff[passed]
             print(
