@@ -222,7 +222,8 @@ def run_in_parts(
     if args.summarise:
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
-        summarise(_saved_rows(args.save, settings, sorted(run)), sorted(run))
+        folds = sorted(run)
+        summarise(_saved_rows(args.save, settings, folds), folds)
         return
     data = load_dataset(args.dataset)
     print(f"{args.dataset}: {data!r}", flush=True)
