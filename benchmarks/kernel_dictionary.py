@@ -15,9 +15,10 @@ dictionary of a given size is the one ``kernel_orlr.py`` draws, so at the width 
 selection chose (HJA union: 4 times the median, scale 10, in every fold) and its ``--max-iter``
 a size-300 fit repeats that script's final fit.
 
-Prints per fold each size's held-out instance accuracy, whether its EM met its tolerance, and
-its fit seconds; then each size's mean ± sd, the paired difference from the first size, and the
-median fit-time ratio to linear ORLR. ``--run-folds``/``--save``/``--summarise`` as in
+Prints per fold each size's held-out instance accuracy, whether its EM met its tolerance, the
+weight rows it kept (fewer than the dictionary where an l2,1 fit zeroed some), and its fit
+seconds; then each size's mean ± sd, the paired difference from the first size, and the median
+fit-time ratio to linear ORLR. ``--run-folds``/``--save``/``--summarise`` as in
 ``kernel_orlr.py``.
 """
 
@@ -115,6 +116,7 @@ def main() -> None:
             model, seconds = timed_fit(model, train)
             row[f"acc_{_key(size)}"] = model.score(test)
             row[f"conv_{_key(size)}"] = float(model.converged_)
+            row[f"rows_{_key(size)}"] = int(model.coef_.shape[0])  # the rows an l2,1 fit kept
             row[f"t_{_key(size)}"] = seconds
         return row
 
