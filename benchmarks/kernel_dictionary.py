@@ -10,10 +10,10 @@ training instance), ``ORLR(kernel="rbf", gamma=g, prior_scale=s, dictionary_size
 random_state=fold)`` with ``g`` = ``--gamma-factor`` times the median heuristic of the fold's
 standardised training instances (``data.kernel.median_gamma``, seeded as ``gamma="auto"`` seeds
 it) and ``s`` = ``--prior-scale``. No selection runs, so a fold costs one fit per size: this
-isolates the dictionary, which ``kernel_orlr.py`` holds fixed. With ``random_state=fold`` the
-dictionary of a given size is the one ``kernel_orlr.py`` draws, so at the width and scale its
-selection chose (HJA union: 4 times the median, scale 10, in every fold) and its ``--max-iter``
-a size-300 fit repeats that script's final fit.
+isolates the dictionary, where ``kernel_orlr.py`` selects width and scale at one size. With
+``random_state=fold`` the dictionary of a given size is the one ``kernel_orlr.py`` draws, so at
+the width and scale its selection chose (HJA union: 4 times the median, scale 10, in every fold)
+and its ``--max-iter`` a size-300 fit repeats that script's final fit.
 
 Prints per fold each size's held-out instance accuracy, whether its EM met its tolerance, the
 weight rows it kept (fewer than the dictionary where an l2,1 fit zeroed some), and its fit
