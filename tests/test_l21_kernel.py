@@ -269,10 +269,76 @@ def test_auto_selection_uses_bag_labels_only_and_picks_the_best_candidate(xor) -
     assert [r["mean_log_likelihood"] for r in table] == [r["mean_log_likelihood"] for r in b.cv_results_]
 
 
+def test_auto_selection_by_ranking_loss_scores_held_out_bag_rankings(xor) -> None:
+    (tb, ts, _), _ = xor
+    from orlr_ppl.estimators.model_selection import bag_folds
+    from orlr_ppl.evaluation.metrics import average_precision, ranking_loss
+
+    small = dict(kernel="rbf", prior_scale="auto", cv_folds=2, max_iter=30, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_rank = ORLR(**small, cv_scoring="ranking_loss").fit(tb[:60], ts[:60])
+        by_ll = ORLR(**small).fit(tb[:60], ts[:60])
+    table = by_rank.cv_results_
+    # The fits are the same whichever score decides; only the choice differs.
+    for col in ("mean_log_likelihood", "ranking_loss", "average_precision"):
+        assert [r[col] for r in table] == [r[col] for r in by_ll.cv_results_]
+    best = min(table, key=lambda r: r["ranking_loss"])  # the first minimum, as the selection
+    assert (by_rank.kernel_gamma_, by_rank.prior_scale_) == (best["gamma"], best["prior_scale"])
+    # On these data the two scores disagree, so the choice shows which one decided.
+    assert (by_ll.kernel_gamma_, by_ll.prior_scale_) != (by_rank.kernel_gamma_, by_rank.prior_scale_)
+    # One candidate by hand: fit on one fold's bags, rank the other's classes by max_i p(y_i = c).
+    cand = table[6]
+    folds = bag_folds(60, 2, 0)
+    mean, scale = by_rank.feature_mean_, by_rank.feature_scale_
+    losses, precisions = [], []
+    for f in range(2):
+        tr, te = folds[1 - f], folds[f]
+        ref = ORLR(
+            kernel="rbf",
+            gamma=cand["gamma"],
+            prior_scale=cand["prior_scale"],
+            max_iter=30,
+            random_state=0,
+            standardize=False,
+            n_classes=4,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref.fit([(tb[i] - mean) / scale for i in tr], [ts[i] for i in tr])
+        scores = ref.bag_scores([(tb[i] - mean) / scale for i in te], rule="max")
+        losses.append(ranking_loss([ts[i] for i in te], scores))
+        precisions.append(average_precision([ts[i] for i in te], scores))
+    assert cand["ranking_loss"] == pytest.approx(np.mean(losses), abs=1e-6)
+    assert cand["average_precision"] == pytest.approx(np.mean(precisions), abs=1e-6)
+    assert cand["sd"] == pytest.approx(np.std(losses), abs=1e-6)  # the deciding score's sd
+
+
+def test_select_by_cv_minimises_a_loss_and_refuses_unknown_scores() -> None:
+    from orlr_ppl.estimators.model_selection import select_by_cv
+
+    def score(params, train, test):
+        return {
+            "mean_log_likelihood": params["a"],
+            "ranking_loss": abs(params["a"] - 1.0),
+            "average_precision": 0.5,
+        }
+
+    grid = [{"a": v} for v in (0.0, 1.0, 2.0, 3.0)]
+    assert select_by_cv(score, 8, grid, 2, scoring="ranking_loss").best == {"a": 1.0}
+    with pytest.warns(UserWarning, match="edge of its grid"):
+        assert select_by_cv(score, 8, grid, 2).best == {"a": 3.0}
+    # Ties go to the earlier candidate, the stronger prior.
+    assert select_by_cv(score, 8, grid, 2, scoring="average_precision").best == {"a": 0.0}
+    with pytest.raises(ValueError, match="cv_scoring='accuracy'"):
+        select_by_cv(score, 8, grid, 2, scoring="accuracy")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
         ({"kernel": "poly"}, "kernel='poly'"),
+        ({"kernel": "rbf", "cv_scoring": "accuracy"}, "cv_scoring='accuracy': choose one of"),
         ({"kernel": "rbf", "gamma": -1.0}, "gamma=-1.0"),
         ({"prior": "horseshoe"}, "prior='horseshoe'"),
         ({"prior_scale": "auto", "novel_class": True}, "explicit values"),
@@ -368,6 +434,8 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
                 "l21",
                 "--prior-scale",
                 "3",
+                "--cv-scoring",
+                "ranking_loss",
                 "--out",
                 str(out),
             ]
@@ -376,6 +444,7 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
     )
     model = ORLR.load(out)
     assert (model.kernel, model.prior, model.kernel_gamma_) == ("rbf", "l21", 0.02)
+    assert model.cv_scoring == "ranking_loss"  # saved with the model's parameters
     assert model.kernel_dictionary_.shape[0] == model.coef_.shape[0]
     capsys.readouterr()
     assert main(["predict", "--model", str(out), "--dataset", "digits", "--n-bags", "30"]) == 0
@@ -383,13 +452,15 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
     assert main([*fit, "--prior", "group_horseshoe", "--out", str(tmp_path / "h")]) == 2
     err = capsys.readouterr().err
     assert "no MAP" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    args = build_parser().parse_args(["evaluate", "--dataset", "digits", "--methods", "korlr,korlr-l21,mimm"])
-    models = {name: make() for name, make in compared_models(args).items()}
+    evaluate = ["evaluate", "--dataset", "digits", "--methods", "korlr,korlr-l21,mimm"]
+    models = {name: make() for name, make in compared_models(build_parser().parse_args(evaluate)).items()}
     assert list(models) == ["K-ORLR", "K-ORLR-l21", "MIMM"]
-    assert [(m.kernel, m.prior, m.gamma, m.prior_scale) for m in list(models.values())[:2]] == [
-        ("rbf", "normal", "auto", "auto"),
-        ("rbf", "l21", "auto", "auto"),
+    assert [(m.kernel, m.prior, m.gamma, m.prior_scale, m.cv_scoring) for m in list(models.values())[:2]] == [
+        ("rbf", "normal", "auto", "auto", "log_likelihood"),
+        ("rbf", "l21", "auto", "auto", "log_likelihood"),
     ]
+    ranked = compared_models(build_parser().parse_args([*evaluate, "--cv-scoring", "average_precision"]))
+    assert [ranked[k]().cv_scoring for k in ("K-ORLR", "K-ORLR-l21")] == ["average_precision"] * 2
     assert models["MIMM"].covariance == "full"
 
 

@@ -57,6 +57,7 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         gamma=getattr(args, "gamma", "auto"),
         dictionary_size=getattr(args, "dictionary_size", None),
         nystroem=getattr(args, "nystroem", False),
+        cv_scoring=getattr(args, "cv_scoring", "log_likelihood"),
     )
 
 

@@ -48,6 +48,7 @@ def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
     from ..estimators import MIMM, ORLR, SIM, MajorityClass, SoftmaxRegression
 
     chosen = chosen_methods(args.methods)
+    scoring = getattr(args, "cv_scoring", "log_likelihood")  # the kernel fits' CV score
     factories = {
         # As published: 50 EM iterations, plain maximum likelihood. Both ORLR fits pack every fold into
         # one layout (``cross_validate`` gives it to canonical models): each compiles once for ten folds.
@@ -67,11 +68,20 @@ def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
         # (no instance labels), EM; with the Normal prior, or the l2,1 (group Laplace) one.
         "korlr": (
             "K-ORLR",
-            lambda: ORLR(kernel="rbf", gamma="auto", prior_scale="auto", random_state=args.seed),
+            lambda: ORLR(
+                kernel="rbf", gamma="auto", prior_scale="auto", random_state=args.seed, cv_scoring=scoring
+            ),
         ),
         "korlr-l21": (
             "K-ORLR-l21",
-            lambda: ORLR(kernel="rbf", prior="l21", gamma="auto", prior_scale="auto", random_state=args.seed),
+            lambda: ORLR(
+                kernel="rbf",
+                prior="l21",
+                gamma="auto",
+                prior_scale="auto",
+                random_state=args.seed,
+                cv_scoring=scoring,
+            ),
         ),
         # Issue 13: the generative counterpart, a Gaussian per class (full covariance), EM.
         "mimm": ("MIMM", lambda: MIMM(covariance="full", random_state=args.seed)),

@@ -158,6 +158,16 @@ def scale_value(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"{text!r}: give a number or auto") from None
 
 
+def _add_cv_scoring_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """``--cv-scoring``: the held-out bag score of the bag-level CV (``model_selection.CV_SCORINGS``)."""
+    p.add_argument(
+        "--cv-scoring",
+        choices=["log_likelihood", "ranking_loss", "average_precision"],
+        default="log_likelihood",
+        help=f"held-out bag score that decides {what}",
+    )
+
+
 def _add_row_args(p: argparse.ArgumentParser) -> None:
     """The weights' rows: prior family and kernel features (``ORLR(prior=, kernel=, gamma=, ...)``)."""
     p.add_argument(
@@ -180,6 +190,7 @@ def _add_row_args(p: argparse.ArgumentParser) -> None:
         "--dictionary-size", type=int, default=None, help="kernel: training instances kept (default: all)"
     )
     p.add_argument("--nystroem", action="store_true", help="kernel: Nystroem features instead of the columns")
+    _add_cv_scoring_arg(p, "the auto choices of --gamma and --prior-scale")
 
 
 def _add_relaxation_args(p: argparse.ArgumentParser) -> None:
@@ -294,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="ORLR-NUTS draws per chain at most: unconverged chains go on up to this many (0: never)",
     )
+    _add_cv_scoring_arg(ev, "korlr's and korlr-l21's choices of gamma and prior scale")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.add_argument("--json", action="store_true", help="print JSON")
     ev.set_defaults(func=lambda a: commands.evaluate_model(a) if a.model else compare(a))

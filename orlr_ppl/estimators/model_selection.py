@@ -1,28 +1,45 @@
 """Choosing ORLR's hyperparameters inside ``fit`` by bag-level cross-validation, from bag labels only.
 
 No instance label is used (the paper's protocol, and the situation of every
-user): each candidate is fitted on the training folds' bags and scored by the
-mean held-out log-likelihood of the other bags' label sets,
-``mean_b log p(Y_b | X_b)``, the exact DP. Folds split bags, never instances
-of one bag. The candidate with the highest mean over folds wins; ties go to
-the earlier candidate in the grid (the stronger prior, see ``ORLR``).
+user): each candidate is fitted on the training folds' bags and scored on the
+other bags' label sets. Folds split bags, never instances of one bag. Three
+held-out scores are kept for every candidate (``CV_SCORINGS``), and one of
+them decides:
+
+- ``"log_likelihood"``: the mean held-out ``log p(Y_b | X_b)``, the exact DP
+  (the model's own criterion; ``ORLR``'s default);
+- ``"ranking_loss"``: the held-out bags' ranking loss of the bag scores
+  ``max_i p(y_bi = c | x_bi)`` (Briggs et al.'s criterion, SIM's here),
+  lower is better;
+- ``"average_precision"``: the same scores' label-ranking average precision.
+
+The candidate with the best mean over folds wins; ties go to the earlier
+candidate in the grid (the stronger prior, see ``ORLR``).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.special import softmax
 from sklearn.base import clone
 
 from ..dp.ragged import bag_log_likelihood
+from ..evaluation.metrics import average_precision, ranking_loss
 
 PRIOR_SCALES = (0.1, 0.3, 1.0, 3.0, 10.0)
 """``prior_scale="auto"``: the candidates, strongest prior first."""
 GAMMA_FACTORS = (0.25, 1.0, 4.0, 16.0)
 """``gamma="auto"``: the candidates, as multiples of the median heuristic (``data.kernel.median_gamma``)."""
+CV_SCORINGS = {
+    "log_likelihood": ("mean_log_likelihood", 1.0),
+    "ranking_loss": ("ranking_loss", -1.0),
+    "average_precision": ("average_precision", 1.0),
+}
+"""``cv_scoring`` name: (its column of ``cv_results_``, +1 when higher is better, -1 when lower)."""
 
 
 class Selection(NamedTuple):
@@ -30,8 +47,10 @@ class Selection(NamedTuple):
 
     Attributes:
         best: the winning candidate's parameters.
-        table: one row per candidate: its parameters, ``mean_log_likelihood``
-            (per held-out bag, averaged over folds) and ``sd`` over folds.
+        table: one row per candidate: its parameters, the mean over folds of
+            each held-out score (``mean_log_likelihood`` per held-out bag, and
+            for bag-level fits ``ranking_loss`` and ``average_precision``), and
+            ``sd``, the deciding score's sd over folds.
     """
 
     best: dict[str, Any]
@@ -46,10 +65,26 @@ def bag_folds(n_bags: int, n_folds: int, seed: int) -> list[np.ndarray]:
     return [np.sort(part) for part in np.array_split(order, int(n_folds))]
 
 
-def held_out_log_likelihood(model: Any, feats: list[np.ndarray], sets: list[Any]) -> float:
-    """Mean over bags of ``log p(Y_b | X_b)`` under a fitted ORLR (features already standardised)."""
+def check_cv_scoring(name: str) -> None:
+    """Raise a ValueError naming the choices unless ``name`` is a key of ``CV_SCORINGS``."""
+    if name not in CV_SCORINGS:
+        raise ValueError(f"cv_scoring={name!r}: choose one of {tuple(CV_SCORINGS)}")
+
+
+def held_out_scores(model: Any, feats: list[np.ndarray], sets: list[Any], n_classes: int) -> dict[str, float]:
+    """A fitted ORLR's scores on held-out bags (features already standardised).
+
+    Returns ``mean_log_likelihood`` (mean over bags of ``log p(Y_b | X_b)``),
+    and ``ranking_loss`` and ``average_precision`` of the (B, n_classes) bag
+    scores ``max_i softmax(logits)_i``, the paper's ranking rule.
+    """
     logits = model._logits(model._map_features(feats))
-    return float(np.mean(bag_log_likelihood(logits, sets, model.max_labels)))
+    scores = np.stack([softmax(lg, axis=1).max(axis=0)[:n_classes] for lg in logits])
+    return {
+        "mean_log_likelihood": float(np.mean(bag_log_likelihood(logits, sets, model.max_labels))),
+        "ranking_loss": ranking_loss(sets, scores),
+        "average_precision": average_precision(sets, scores),
+    }
 
 
 def select_by_bag_cv(
@@ -60,6 +95,7 @@ def select_by_bag_cv(
     grid: Sequence[dict[str, Any]],
     n_folds: int,
     seed: int = 0,
+    scoring: str = "log_likelihood",
 ) -> Selection:
     """The grid's best parameters for ``estimator`` by ``n_folds``-fold bag-level CV.
 
@@ -69,7 +105,9 @@ def select_by_bag_cv(
             posterior method), on the standardised ``feats`` as they are.
         feats: B standardised (n_b, d) bags. label_sets: B class-index lists.
         grid: candidate parameter dicts (``set_params`` names).
+        scoring: the deciding held-out score, a key of ``CV_SCORINGS``.
     """
+    check_cv_scoring(scoring)
     method = estimator.method if estimator.method in ("em", "map") else "map"
     fixed = {
         "method": method,
@@ -81,44 +119,53 @@ def select_by_bag_cv(
     if estimator.prior == "group_horseshoe":  # no MAP: candidates are scored under the Normal of the slab
         fixed["prior"] = "normal"
 
-    def score(params: dict[str, Any], train: np.ndarray, test: np.ndarray) -> float:
+    def score(params: dict[str, Any], train: np.ndarray, test: np.ndarray) -> dict[str, float]:
         model = clone(estimator).set_params(**fixed, **params)
         model._fit_silently([feats[i] for i in train], [label_sets[i] for i in train])
-        return held_out_log_likelihood(model, [feats[i] for i in test], [label_sets[i] for i in test])
+        return held_out_scores(model, [feats[i] for i in test], [label_sets[i] for i in test], n_classes)
 
-    return select_by_cv(score, len(feats), grid, n_folds, seed)
+    return select_by_cv(score, len(feats), grid, n_folds, seed, scoring)
 
 
 def select_by_cv(
-    score: Callable[[dict[str, Any], np.ndarray, np.ndarray], float],
+    score: Callable[[dict[str, Any], np.ndarray, np.ndarray], float | Mapping[str, float]],
     n_bags: int,
     grid: Sequence[dict[str, Any]],
     n_folds: int,
     seed: int = 0,
+    scoring: str = "log_likelihood",
 ) -> Selection:
     """The grid's candidate with the best mean held-out score over ``n_folds`` folds of bags.
 
     Args:
-        score: ``score(params, train_bags, test_bags)``, higher is better:
-            fit a candidate on the training bags (sorted index arrays), score
-            it on the test bags. Candidates run fold by fold, in grid order,
-            so a ``score`` may cache what one fold's candidates share.
+        score: ``score(params, train_bags, test_bags)``: fit a candidate on
+            the training bags (sorted index arrays), score it on the test
+            bags, as a float (a ``mean_log_likelihood``, higher is better) or
+            a dict of named scores holding ``scoring``'s column. Candidates
+            run fold by fold, in grid order, so a ``score`` may cache what one
+            fold's candidates share.
         n_bags: B; the folds split ``range(B)`` (``bag_folds``).
+        scoring: the deciding score, a key of ``CV_SCORINGS``.
 
     A winner at the edge of a grid of more than two values warns (UserWarning).
     """
+    check_cv_scoring(scoring)
+    column, sign = CV_SCORINGS[scoring]
     folds = bag_folds(n_bags, n_folds, seed)
-    scores = np.zeros((len(grid), len(folds)))
-    for f, test in enumerate(folds):
+    results: list[list[Mapping[str, float]]] = [[] for _ in grid]
+    for test in folds:
         train = np.setdiff1d(np.arange(n_bags), test)
         for g, params in enumerate(grid):
-            scores[g, f] = score(params, train, test)
-    mean = scores.mean(axis=1)
-    table = [
-        {**params, "mean_log_likelihood": float(m), "sd": float(s)}
-        for params, m, s in zip(grid, mean, scores.std(axis=1))
-    ]
-    best = dict(grid[int(np.argmax(mean))])
+            value = score(params, train, test)
+            results[g].append({"mean_log_likelihood": value} if np.isscalar(value) else value)
+    table = []
+    for params, per_fold in zip(grid, results):
+        names = per_fold[0].keys()
+        row = {**params, **{k: float(np.mean([r[k] for r in per_fold])) for k in names}}
+        row["sd"] = float(np.std([r[column] for r in per_fold]))
+        table.append(row)
+    # Ties go to the earlier candidate: argmax returns the first maximum.
+    best = dict(grid[int(np.argmax([sign * row[column] for row in table]))])
     for name, value in best.items():
         values = sorted({p[name] for p in grid})
         if len(values) > 2 and value in (values[0], values[-1]):

@@ -157,6 +157,11 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         nystroem: kernel: Nystroem features (``k(x, D) K_DD^(-1/2)``), for
             large data, instead of the plain kernel columns.
         cv_folds: bag-level folds of the "auto" selection.
+        cv_scoring: the held-out bag score that decides the "auto" selection
+            (``model_selection.CV_SCORINGS``): "log_likelihood" (the model's
+            own, ``mean_b log p(Y_b | X_b)``), "ranking_loss" or
+            "average_precision" (of the bag scores ``max_i p(y_bi = c)``).
+            ``cv_results_`` holds all three for every candidate.
 
     Labels. ``label_sets`` are one list per bag of class indices or of class
     names (then ``class_names_`` is the sorted names, and predictions are
@@ -223,6 +228,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         dictionary_size: int | None = None,
         nystroem: bool = False,
         cv_folds: int = 3,
+        cv_scoring: str = "log_likelihood",
     ) -> None:
         self.method = method
         self.prior_scale = prior_scale
@@ -260,6 +266,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         self.dictionary_size = dictionary_size
         self.nystroem = nystroem
         self.cv_folds = cv_folds
+        self.cv_scoring = cv_scoring
 
     # -- fitting -----------------------------------------------------------------
 

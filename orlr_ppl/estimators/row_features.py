@@ -60,6 +60,7 @@ class _RowFeatures(_KernelFeatures):
                 "(the largest plausible row size): give a number, not 'auto'"
             )
         self._check_gamma()
+        model_selection.check_cv_scoring(self.cv_scoring)
         if self.kernel is None:
             auto = [k for k in auto if k != "gamma"]
         if auto and (self.novel_class or self.leak is not None):
@@ -88,7 +89,9 @@ class _RowFeatures(_KernelFeatures):
         gamma, scale = grid_gamma[0], grid_scale[0]
         if len(grid_gamma) * len(grid_scale) > 1:
             grid = [{"gamma": g, "prior_scale": sc} for g in grid_gamma for sc in grid_scale]
-            chosen = select_by_bag_cv(self, feats, label_sets, n_classes, grid, self.cv_folds, self._seed())
+            chosen = select_by_bag_cv(
+                self, feats, label_sets, n_classes, grid, self.cv_folds, self._seed(), self.cv_scoring
+            )
             gamma, scale = chosen.best["gamma"], chosen.best["prior_scale"]
             self.cv_results_ = chosen.table
         self.prior_scale_ = scale
