@@ -463,7 +463,7 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
     assert [ranked[k]().cv_scoring for k in ("K-ORLR", "K-ORLR-l21")] == ["average_precision"] * 2
     from orlr_ppl.estimators.model_selection import CV_SCORINGS
 
-    for name in CV_SCORINGS:  # the CLI's choices are the library's
+    for name in CV_SCORINGS:  # every library score is a CLI choice
         assert build_parser().parse_args([*fit, "--cv-scoring", name]).cv_scoring == name
     assert models["MIMM"].covariance == "full"
 

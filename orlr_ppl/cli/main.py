@@ -160,9 +160,11 @@ def scale_value(text: str) -> float | str:
 
 def _add_cv_scoring_arg(p: argparse.ArgumentParser, what: str) -> None:
     """``--cv-scoring``: the held-out bag score of the bag-level CV (``model_selection.CV_SCORINGS``)."""
+    from ..estimators.model_selection import CV_SCORINGS
+
     p.add_argument(
         "--cv-scoring",
-        choices=["log_likelihood", "ranking_loss", "average_precision"],
+        choices=list(CV_SCORINGS),
         default="log_likelihood",
         help=f"held-out bag score that decides {what}",
     )
