@@ -96,8 +96,8 @@ def _korlr(train, test, args, fold: int) -> dict[str, float]:
     t_final = _refit_seconds(kernel, train)
     base = min(r["gamma"] for r in kernel.cv_results_) / min(model_selection.GAMMA_FACTORS)  # the median's
     choices = {}  # what each held-out score would have chosen: (gamma x median, scale)
-    for name, (column, sign) in model_selection.CV_SCORINGS.items():
-        best = max(kernel.cv_results_, key=lambda r: sign * r[column])  # first best, as select_by_cv
+    for name in model_selection.CV_SCORINGS:
+        best = kernel.cv_results_[model_selection.best_index(kernel.cv_results_, name)]
         choices[f"choice_{name}"] = [best["gamma"] / base, best["prior_scale"]]
     return {
         "linear": linear.score(test),

@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.special import softmax
 from sklearn.base import clone
 
 from ..dp.ragged import bag_log_likelihood
@@ -76,15 +75,23 @@ def held_out_scores(model: Any, feats: list[np.ndarray], sets: list[Any], n_clas
 
     Returns ``mean_log_likelihood`` (mean over bags of ``log p(Y_b | X_b)``),
     and ``ranking_loss`` and ``average_precision`` of the (B, n_classes) bag
-    scores ``max_i softmax(logits)_i``, the paper's ranking rule.
+    scores of ``bag_scores(rule="max")``, the paper's ranking rule.
     """
-    logits = model._logits(model._map_features(feats))
-    scores = np.stack([softmax(lg, axis=1).max(axis=0)[:n_classes] for lg in logits])
+    mapped = model._map_features(feats)
+    logits = model._logits(mapped)
+    scores = np.stack([s.max(axis=0)[:n_classes] for s in model._ranking_scores(mapped)])
     return {
         "mean_log_likelihood": float(np.mean(bag_log_likelihood(logits, sets, model.max_labels))),
         "ranking_loss": ranking_loss(sets, scores),
         "average_precision": average_precision(sets, scores),
     }
+
+
+def best_index(table: Sequence[Mapping[str, Any]], scoring: str) -> int:
+    """Index of the best row of a ``Selection.table`` (or ``cv_results_``) by ``scoring``; ties: the first."""
+    check_cv_scoring(scoring)
+    column, sign = CV_SCORINGS[scoring]
+    return int(np.argmax([sign * row[column] for row in table]))  # argmax returns the first maximum
 
 
 def select_by_bag_cv(
@@ -150,7 +157,7 @@ def select_by_cv(
     A winner at the edge of a grid of more than two values warns (UserWarning).
     """
     check_cv_scoring(scoring)
-    column, sign = CV_SCORINGS[scoring]
+    column = CV_SCORINGS[scoring][0]
     folds = bag_folds(n_bags, n_folds, seed)
     results: list[list[Mapping[str, float]]] = [[] for _ in grid]
     for test in folds:
@@ -164,8 +171,7 @@ def select_by_cv(
         row = {**params, **{k: float(np.mean([r[k] for r in per_fold])) for k in names}}
         row["sd"] = float(np.std([r[column] for r in per_fold]))
         table.append(row)
-    # Ties go to the earlier candidate: argmax returns the first maximum.
-    best = dict(grid[int(np.argmax([sign * row[column] for row in table]))])
+    best = dict(grid[best_index(table, scoring)])
     for name, value in best.items():
         values = sorted({p[name] for p in grid})
         if len(values) > 2 and value in (values[0], values[-1]):
