@@ -25,15 +25,20 @@ instances, beside linear softmax regression (scikit-learn's lbfgs, the time refe
 ``PRIOR_SCALES`` of ``model_selection``, the defaults) for this run: a smaller grid where 60 fits
 per fold cost too much. ``--run-folds`` fits only those folds, and ``--save`` appends each fold's
 row to a JSON-lines file, so that a run too long for one sitting is done in parts (each fold is
-seeded by its number: a part gives what the whole run would); ``--summarise`` then prints the
-summary from that file, refusing a missing fold (with ``--run-folds``: of those folds, a partial
-summary).
+seeded by its number: a part gives what the whole run would, in the same environment);
+``--summarise`` then prints the summary from that file, refusing a missing fold (with
+``--run-folds``: of those folds, a partial summary). Each saved line also records ``environment()``
+(commit, library versions, JAX backend and device count), and the summary names the folds of each
+environment when the rows were saved under more than one.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import platform
+import subprocess
 import time
 import warnings
 from collections.abc import Callable
@@ -172,10 +177,39 @@ def _summarise(rows: list[dict[str, float]], folds: list[int]) -> None:
             )
 
 
-def _saved_rows(path: Path, settings: dict, folds: list[int]) -> list[dict[str, float]]:
-    """The rows of ``folds`` saved in ``path`` (JSON lines) for ``settings``: refuses missing,
-    repeated and foreign folds."""
+def environment() -> dict[str, object]:
+    """What a saved row depends on beyond its settings: the commit, library versions and JAX's devices.
+
+    Same-seed NUTS draws were bitwise equal from run to run, for one or two XLA threads, and at
+    the library code of 2026-11-25 and of 2026-11-26; they change with the number of JAX devices
+    (the chains' layout). Yet two runs a day apart, with the environment rebuilt between them,
+    gave other chains (REPRODUCTION.md, "Why the reruns' chains differ"). So each saved line
+    records this.
+    """
+    import jax
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None  # not a git checkout
+    libraries = ("jax", "jaxlib", "numpyro", "numpy", "scipy")
+    versions = {name: importlib.metadata.version(name) for name in libraries}
+    return {
+        "commit": commit,
+        "python": platform.python_version(),
+        **versions,
+        "backend": jax.default_backend(),
+        "devices": jax.device_count(),
+    }
+
+
+def _saved_rows(path: Path, settings: dict, folds: list[int]) -> tuple[list[dict], list[dict | None]]:
+    """The rows of ``folds`` saved in ``path`` (JSON lines) for ``settings``, and each row's
+    ``environment()`` (None where a line predates it): refuses missing, repeated and foreign folds."""
     rows: dict[int, dict[str, float]] = {}
+    envs: dict[int, dict | None] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         record = json.loads(line)
         if record["settings"] != settings:
@@ -185,10 +219,28 @@ def _saved_rows(path: Path, settings: dict, folds: list[int]) -> list[dict[str, 
         if record["fold"] in rows:
             raise SystemExit(f"{path}:{number}: fold {record['fold']} saved twice; keep one line per fold")
         rows[record["fold"]] = record["row"]
+        envs[record["fold"]] = record.get("env")
     missing = sorted(set(folds) - set(rows))
     if missing:
         raise SystemExit(f"{path}: folds {missing} not saved yet; run them with --run-folds")
-    return [rows[f] for f in folds]
+    return [rows[f] for f in folds], [envs[f] for f in folds]
+
+
+def environments_note(envs: list[dict | None], folds: list[int]) -> str | None:
+    """A line naming the folds saved under each environment, when they were not all saved under one
+    recorded environment (rows from other environments may differ by more than chance)."""
+    distinct = [e for i, e in enumerate(envs) if e is not None and e not in envs[:i]]
+    unknown = [f for f, e in zip(folds, envs, strict=True) if e is None]
+    if len(distinct) == 1 and not unknown:
+        return None
+    groups = [
+        f"folds {[f for f, e in zip(folds, envs, strict=True) if e == env]}: "
+        + " ".join(f"{k}={v}" for k, v in env.items())
+        for env in distinct
+    ]
+    if unknown:
+        groups.append(f"folds {unknown}: not recorded")
+    return "note: the rows' environments differ or are unknown; " + "; ".join(groups)
 
 
 def add_part_options(p: argparse.ArgumentParser) -> None:
@@ -231,11 +283,15 @@ def run_in_parts(
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
         folds = sorted(run)
-        summarise(_saved_rows(args.save, settings, folds), folds)
+        rows, envs = _saved_rows(args.save, settings, folds)
+        summarise(rows, folds)
+        note = environments_note(envs, folds)
+        if note is not None:
+            print(note)
         return
     data = load_dataset(args.dataset)
     print(f"{args.dataset}: {data!r}", flush=True)
-    rows, fitted = [], []
+    rows, fitted, env = [], [], environment()
     for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
         if fold not in run:
             continue
@@ -244,7 +300,8 @@ def run_in_parts(
         print(f"fold {fold}: " + " ".join(f"{k}={_shown(v)}" for k, v in rows[-1].items()), flush=True)
         if args.save is not None:
             with args.save.open("a") as out:
-                out.write(json.dumps({"settings": settings, "fold": fold, "row": rows[-1]}) + "\n")
+                line = {"settings": settings, "fold": fold, "row": rows[-1], "env": env}
+                out.write(json.dumps(line) + "\n")
     if len(rows) > 1:
         summarise(rows, fitted)
 

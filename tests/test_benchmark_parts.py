@@ -1,0 +1,93 @@
+"""The benchmarks' runs in parts (``benchmarks/kernel_orlr.py``): saved lines, their environment,
+and ``--summarise`` over parts saved at different times."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+import kernel_orlr  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+
+SETTINGS = {"dataset": "letter-frost", "folds": 3, "what": "a stub"}
+
+
+def _args(save: Path, run_folds: str | None = None, summarise: bool = False) -> argparse.Namespace:
+    return argparse.Namespace(
+        dataset="letter-frost", folds=3, run_folds=run_folds, save=save, summarise=summarise
+    )
+
+
+def _fit(train, test, fold: int) -> dict[str, float]:
+    """A stub fit: the row says which fold it saw, so a summary can be checked fold by fold."""
+    return {"fold_seen": float(fold), "n_test_bags": float(test.n_bags)}
+
+
+def test_the_environment_names_the_commit_the_libraries_and_the_devices() -> None:
+    import jax
+    import numpy
+
+    env = kernel_orlr.environment()
+    assert set(env) == {
+        "commit",
+        "python",
+        "jax",
+        "jaxlib",
+        "numpyro",
+        "numpy",
+        "scipy",
+        "backend",
+        "devices",
+    }
+    assert env["jax"] == jax.__version__ and env["numpy"] == numpy.__version__
+    assert env["backend"] == jax.default_backend() and env["devices"] == jax.device_count()
+    assert env["commit"] is None or len(env["commit"]) >= 7
+    json.dumps(env)  # a saved line must hold it
+
+
+def test_parts_saved_apart_summarise_as_one_run_and_name_their_environments(tmp_path: Path, capsys) -> None:
+    save = tmp_path / "rows.jsonl"
+    kernel_orlr.run_in_parts(_args(save, "2"), SETTINGS, _fit, lambda rows, folds: None)
+    kernel_orlr.run_in_parts(_args(save, "0,1"), SETTINGS, _fit, lambda rows, folds: None)
+    lines = [json.loads(line) for line in save.read_text().splitlines()]
+    assert [line["fold"] for line in lines] == [2, 0, 1]
+    assert all(line["env"] == kernel_orlr.environment() for line in lines)
+
+    seen = {}
+    capsys.readouterr()
+    kernel_orlr.run_in_parts(
+        _args(save, summarise=True), SETTINGS, _fit, lambda r, f: seen.update(rows=r, folds=f)
+    )
+    assert seen["folds"] == [0, 1, 2]
+    assert [row["fold_seen"] for row in seen["rows"]] == [0.0, 1.0, 2.0]  # in fold order, not saved order
+    assert "note:" not in capsys.readouterr().out  # one recorded environment: nothing to say
+
+    # A part saved elsewhere (another jax), and one saved before lines carried their environment.
+    lines[0]["env"] = {**lines[0]["env"], "jax": "0.0.1"}
+    del lines[1]["env"]
+    save.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    kernel_orlr.run_in_parts(_args(save, summarise=True), SETTINGS, _fit, lambda r, f: None)
+    note = capsys.readouterr().out
+    assert "environments differ or are unknown" in note
+    assert "folds [1]: commit=" in note and "folds [2]: commit=" in note and "jax=0.0.1" in note
+    assert "folds [0]: not recorded" in note
+
+
+def test_summarise_refuses_missing_repeated_and_foreign_folds(tmp_path: Path) -> None:
+    save = tmp_path / "rows.jsonl"
+    kernel_orlr.run_in_parts(_args(save, "0,1"), SETTINGS, _fit, lambda rows, folds: None)
+    with pytest.raises(SystemExit, match=r"folds \[2\] not saved yet"):
+        kernel_orlr.run_in_parts(_args(save, summarise=True), SETTINGS, _fit, lambda r, f: None)
+    kernel_orlr.run_in_parts(_args(save, "0,1", summarise=True), SETTINGS, _fit, lambda r, f: None)  # partial
+    with pytest.raises(SystemExit, match="saved with other settings"):
+        kernel_orlr.run_in_parts(
+            _args(save, summarise=True), {**SETTINGS, "what": "else"}, _fit, lambda r, f: None
+        )
+    kernel_orlr.run_in_parts(_args(save, "1"), SETTINGS, _fit, lambda rows, folds: None)
+    with pytest.raises(SystemExit, match="fold 1 saved twice"):
+        kernel_orlr.run_in_parts(_args(save, "0,1", summarise=True), SETTINGS, _fit, lambda r, f: None)
