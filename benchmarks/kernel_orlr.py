@@ -188,10 +188,13 @@ def environment() -> dict[str, object]:
     """
     import jax
 
+    def git(*words: str) -> str:
+        return subprocess.run(["git", *words], cwd=HERE, capture_output=True, text=True, check=True).stdout
+
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
-        ).stdout.strip()
+        commit = git("rev-parse", "--short", "HEAD").strip()
+        if git("status", "--porcelain", "--untracked-files=no").strip():
+            commit += "+changes"  # tracked files edited since that commit: the commit alone does not say
     except (OSError, subprocess.CalledProcessError):
         commit = None  # not a git checkout
     libraries = ("jax", "jaxlib", "numpyro", "numpy", "scipy")

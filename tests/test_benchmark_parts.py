@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def test_the_environment_names_the_commit_the_libraries_and_the_devices() -> Non
     }
     assert env["jax"] == jax.__version__ and env["numpy"] == numpy.__version__
     assert env["backend"] == jax.default_backend() and env["devices"] == jax.device_count()
-    assert env["commit"] is None or len(env["commit"]) >= 7
+    assert env["commit"] is None or re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", env["commit"])
     json.dumps(env)  # a saved line must hold it
 
 
