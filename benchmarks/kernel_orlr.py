@@ -232,18 +232,15 @@ def _saved_rows(path: Path, settings: dict, folds: list[int]) -> tuple[list[dict
 def environments_note(envs: list[dict | None], folds: list[int]) -> str | None:
     """A line naming the folds saved under each environment, when they were not all saved under one
     recorded environment (rows from other environments may differ by more than chance)."""
-    distinct = [e for i, e in enumerate(envs) if e is not None and e not in envs[:i]]
-    unknown = [f for f, e in zip(folds, envs, strict=True) if e is None]
-    if len(distinct) == 1 and not unknown:
+    groups: dict[str, list[int]] = {}
+    for fold, env in zip(folds, envs, strict=True):
+        label = "not recorded" if env is None else " ".join(f"{k}={v}" for k, v in env.items())
+        groups.setdefault(label, []).append(fold)
+    if len(groups) == 1 and None not in envs:
         return None
-    groups = [
-        f"folds {[f for f, e in zip(folds, envs, strict=True) if e == env]}: "
-        + " ".join(f"{k}={v}" for k, v in env.items())
-        for env in distinct
-    ]
-    if unknown:
-        groups.append(f"folds {unknown}: not recorded")
-    return "note: the rows' environments differ or are unknown; " + "; ".join(groups)
+    return "note: the rows' environments differ or are unknown; " + "; ".join(
+        f"folds {fs}: {label}" for label, fs in groups.items()
+    )
 
 
 def add_part_options(p: argparse.ArgumentParser) -> None:
