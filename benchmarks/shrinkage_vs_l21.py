@@ -57,8 +57,9 @@ def quantile_normal(train, test) -> tuple:
     margins, so no weight is set by a handful of extreme instances. Monotone per feature: the
     ranking of instances along each feature is kept, its spacing is not.
     """
-    qt = QuantileTransformer(output_distribution="normal", n_quantiles=1000, random_state=0)
-    qt.fit(np.concatenate(train.bags))
+    x = np.concatenate(train.bags)
+    qt = QuantileTransformer(output_distribution="normal", n_quantiles=min(1000, len(x)), random_state=0)
+    qt.fit(x)
     return tuple(replace(d, bags=[qt.transform(x) for x in d.bags]) for d in (train, test))
 
 

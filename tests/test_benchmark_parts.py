@@ -92,3 +92,42 @@ def test_summarise_refuses_missing_repeated_and_foreign_folds(tmp_path: Path) ->
     kernel_orlr.run_in_parts(_args(save, "1"), SETTINGS, _fit, lambda rows, folds: None)
     with pytest.raises(SystemExit, match="fold 1 saved twice"):
         kernel_orlr.run_in_parts(_args(save, "0,1", summarise=True), SETTINGS, _fit, lambda r, f: None)
+
+
+def test_the_quantile_transform_learns_from_the_training_bags_only_and_keeps_each_features_order() -> None:
+    import numpy as np
+    import shrinkage_vs_l21  # a script beside kernel_orlr, importable once benchmarks/ is on the path
+    from scipy.stats import norm
+
+    from orlr_ppl.data import MIMLData
+
+    rng = np.random.default_rng(0)
+    n = 600
+    # A spiked, heavy-tailed feature like HJA's x6 (a fifth exactly 0) beside a Normal one.
+    spiked = np.where(rng.random(n) < 0.2, 0.0, rng.standard_t(1.5, n))
+    x = np.column_stack([spiked, rng.normal(size=n)])
+    bags = np.repeat(np.arange(n // 3), 3)
+    labels = [[b % 2] for b in range(n // 3)]
+    data = MIMLData.from_arrays(x, labels, bags)
+    train, test = data.subset(np.arange(150)), data.subset(np.arange(150, 200))
+    new_train, new_test = shrinkage_vs_l21.quantile_normal(train, test)
+
+    assert [len(b) for b in new_train.bags] == [len(b) for b in train.bags]
+    assert new_train.label_sets == train.label_sets and new_test.label_sets == test.label_sets
+    old, new = np.concatenate(train.bags), np.concatenate(new_train.bags)
+    for j in range(2):  # monotone: the order of instances along each feature is kept
+        order = np.argsort(old[:, j], kind="stable")
+        assert np.all(np.diff(new[order, j]) >= -1e-12)
+    # Normal margins on the training instances: the spread of the heavy tail is gone.
+    qs = np.quantile(new[:, 0], [0.25, 0.75])
+    assert np.abs(new).max() < 5.3 and np.abs(qs[1] - qs[0] - 2 * norm.ppf(0.75)) < 0.3
+    # The test bags go through the training quantiles: a test value equal to a training value lands
+    # where that training value did, and the test data's own distribution is not refitted.
+    x_test = np.concatenate(test.bags)
+    x_test[0, 1] = old[0, 1]
+    probe = MIMLData.from_arrays(x_test, [[0]] * test.n_bags, np.repeat(np.arange(test.n_bags), 3))
+    _, moved = shrinkage_vs_l21.quantile_normal(train, probe)
+    assert np.isclose(np.concatenate(moved.bags)[0, 1], new[0, 1])
+    lone = MIMLData.from_arrays(x_test[:3], [[0]], np.zeros(3, int))
+    _, alone = shrinkage_vs_l21.quantile_normal(train, lone)  # one bag: nothing of its own to fit
+    assert np.allclose(np.concatenate(alone.bags), np.concatenate(moved.bags)[:3])
