@@ -1,7 +1,7 @@
 """A group-shrinkage posterior (NUTS, or SVI) against the l2,1 MAP (issue 13): accuracy, sparsity.
 
     python benchmarks/shrinkage_vs_l21.py [--dataset letter-frost|hja-union] [--folds 10]
-        [--prior group_horseshoe|l21] [--slab 3.0] [--sampler nuts|svi] [--num-chains 4]
+        [--prior group_horseshoe|l21] [--slab 3.0] [--sampler nuts|svi|none] [--num-chains 4]
         [--num-warmup 300] [--num-samples 1000] [--dense-mass] [--whiten] [--target-accept A]
         [--drop-dependent] [--transform none|quantile-normal] [--progress-bar] [--svi-steps 3000]
         [--run-folds 0,1,2] [--save rows.jsonl] [--summarise]
@@ -18,7 +18,7 @@ each keeps (MAP: non-zero; posterior: row_inclusion >= 0.5), the posterior's wor
 bulk/tail ESS and divergences, and the fit seconds; then means and sds, and the folds where each is
 ahead. ``--sampler svi`` fits the same model's mean-field guide instead (``ORLR(method="svi")``,
 1,000 draws from it): an approximation with no R-hat or ESS to check, for data where NUTS is too
-slow.
+slow. ``--sampler none`` fits the l2,1 MAP alone.
 
 As in ``kernel_orlr.py``: ``--run-folds`` fits only those folds, ``--save`` appends each fold's row
 to a JSON-lines file (each fold seeded by its number, so parts give what one run would), and
@@ -70,6 +70,14 @@ def _fold(train, test, args, fold: int) -> dict[str, float | str]:
         train, test = quantile_normal(train, test)
     # Warnings silenced: a CV choice at the grid's edge and the diagnostics are reported in the row.
     l21, t_map = timed_fit(ORLR(method="map", prior="l21", prior_scale="auto", random_state=fold), train)
+    row = {
+        "l21_map": l21.score(test),
+        "l21_scale": l21.prior_scale_,
+        "l21_rows": int(np.any(np.asarray(l21.coef_) != 0, axis=1).sum()),
+        "t_map": t_map,
+    }
+    if args.sampler == "none":  # the MAP alone: what a feature transform costs or gains it, cheaply
+        return row
     sampler = {"num_samples": args.num_samples, "random_state": fold}
     if args.sampler == "nuts":
         sampler.update(
@@ -88,10 +96,9 @@ def _fold(train, test, args, fold: int) -> dict[str, float | str]:
     diag = post.diagnostics()
     table = diag.table[diag.table["sd"] > 0]
     row = {
-        "l21_map": l21.score(test),
+        "l21_map": row["l21_map"],
         POSTERIOR_KEY[args.prior] + args.sampler: post.score(test),
-        "l21_scale": l21.prior_scale_,
-        "l21_rows": int(np.any(np.asarray(l21.coef_) != 0, axis=1).sum()),
+        **{k: row[k] for k in ("l21_scale", "l21_rows")},
         "hs_rows": int((post.row_inclusion() >= 0.5).sum()),
         "loo_high_k": diag.sampler["n_high_pareto_k"],  # None where PSIS-LOO could not be computed
         "t_map": t_map,
@@ -127,7 +134,14 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
     """Means and sds of both accuracies, the paired difference, and the worst diagnostics over
     ``folds`` (one row each)."""
     print(f"folds {folds}")
-    post = next(k for k in rows[0] if k.startswith(tuple(POSTERIOR_KEY.values())))
+    post = next((k for k in rows[0] if k.startswith(tuple(POSTERIOR_KEY.values()))), None)
+    if post is None:  # --sampler none
+        acc = 100 * np.array([r["l21_map"] for r in rows])
+        print(f"l21_map: {acc.mean():.1f} ± {acc.std(ddof=1):.1f} over {len(rows)} folds")
+        print(f"per fold: {[round(a, 1) for a in acc]}")
+        print(f"l21_rows per fold: {[r['l21_rows'] for r in rows]}; scales {[r['l21_scale'] for r in rows]}")
+        print(f"median t_map: {np.median([r['t_map'] for r in rows]):.1f} s")
+        return
     for key in ("l21_map", post):
         acc = 100 * np.array([r[key] for r in rows])
         print(f"{key}: {acc.mean():.1f} ± {acc.std(ddof=1):.1f} over {len(rows)} folds")
@@ -202,20 +216,24 @@ def main() -> None:
     p.add_argument("--progress-bar", action="store_true", help="a tqdm bar over NUTS's iterations, on stderr")
     p.add_argument(
         "--sampler",
-        choices=["nuts", "svi"],
+        choices=["nuts", "svi", "none"],
         default="nuts",
         help="nuts: the posterior, with its diagnostics; svi: a mean-field approximation of it (cheap, "
-        "no convergence guarantee)",
+        "no convergence guarantee); none: the l2,1 MAP alone",
     )
     p.add_argument("--svi-steps", type=int, default=3000, help="SVI optimiser steps (with --sampler svi)")
     add_part_options(p)
     args = p.parse_args()
     names = ("dataset", "folds", "slab", "sampler", "num_chains", "num_warmup", "num_samples", "dense_mass")
-    names += ("svi_steps",) if args.sampler == "svi" else ("target_accept",)
+    if args.sampler == "none":  # the MAP alone: no sampler setting applies
+        names = ("dataset", "folds", "sampler")
+    else:
+        names += ("svi_steps",) if args.sampler == "svi" else ("target_accept",)
     names += ("drop_dependent",) if args.drop_dependent else ()  # rows saved before the option read alike
-    names += ("whiten",) if args.whiten else ()
     names += ("transform",) if args.transform != "none" else ()
-    names += ("prior",) if args.prior != "group_horseshoe" else ()
+    if args.sampler != "none":
+        names += ("whiten",) if args.whiten else ()
+        names += ("prior",) if args.prior != "group_horseshoe" else ()
     settings = {k: getattr(args, k) for k in names}
     run_in_parts(args, settings, lambda train, test, fold: _fold(train, test, args, fold), _summarise)
 
