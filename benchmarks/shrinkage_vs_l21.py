@@ -138,7 +138,7 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
     if post is None:  # --sampler none
         acc = 100 * np.array([r["l21_map"] for r in rows])
         print(f"l21_map: {acc.mean():.1f} ± {acc.std(ddof=1):.1f} over {len(rows)} folds")
-        print(f"per fold: {[round(a, 1) for a in acc]}")
+        print(f"per fold: {[round(float(a), 1) for a in acc]}")
         print(f"l21_rows per fold: {[r['l21_rows'] for r in rows]}; scales {[r['l21_scale'] for r in rows]}")
         print(f"median t_map: {np.median([r['t_map'] for r in rows]):.1f} s")
         return
