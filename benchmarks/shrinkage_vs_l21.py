@@ -136,16 +136,14 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
     ``folds`` (one row each)."""
     print(f"folds {folds}")
     post = next((k for k in rows[0] if k.startswith(tuple(POSTERIOR_KEY.values()))), None)
-    if post is None:  # --sampler none
-        acc = 100 * np.array([r["l21_map"] for r in rows])
-        print(f"l21_map: {acc.mean():.1f} ± {acc.std(ddof=1):.1f} over {len(rows)} folds")
+    for key in ("l21_map",) if post is None else ("l21_map", post):
+        acc = 100 * np.array([r[key] for r in rows])
+        print(f"{key}: {acc.mean():.1f} ± {acc.std(ddof=1):.1f} over {len(rows)} folds")
+    if post is None:  # --sampler none: the MAP's rows alone
         print(f"per fold: {[round(float(a), 1) for a in acc]}")
         print(f"l21_rows per fold: {[r['l21_rows'] for r in rows]}; scales {[r['l21_scale'] for r in rows]}")
         print(f"median t_map: {np.median([r['t_map'] for r in rows]):.1f} s")
         return
-    for key in ("l21_map", post):
-        acc = 100 * np.array([r[key] for r in rows])
-        print(f"{key}: {acc.mean():.1f} ± {acc.std(ddof=1):.1f} over {len(rows)} folds")
     diff = 100 * np.array([r[post] - r["l21_map"] for r in rows])
     print(
         f"posterior - MAP: {diff.mean():+.1f} points (sd {diff.std(ddof=1):.1f}); posterior ahead in "
@@ -225,16 +223,15 @@ def main() -> None:
     p.add_argument("--svi-steps", type=int, default=3000, help="SVI optimiser steps (with --sampler svi)")
     add_part_options(p)
     args = p.parse_args()
-    names = ("dataset", "folds", "slab", "sampler", "num_chains", "num_warmup", "num_samples", "dense_mass")
-    if args.sampler == "none":  # the MAP alone: no sampler setting applies
-        names = ("dataset", "folds", "sampler")
-    else:
+    names: tuple[str, ...] = ("dataset", "folds", "sampler")
+    if args.sampler != "none":  # the MAP alone has no sampler setting
+        names += ("slab", "num_chains", "num_warmup", "num_samples", "dense_mass")
         names += ("svi_steps",) if args.sampler == "svi" else ("target_accept",)
-    names += ("drop_dependent",) if args.drop_dependent else ()  # rows saved before the option read alike
-    names += ("transform",) if args.transform != "none" else ()
-    if args.sampler != "none":
         names += ("whiten",) if args.whiten else ()
         names += ("prior",) if args.prior != "group_horseshoe" else ()
+    # Options named only when used, so rows saved before an option existed read alike.
+    names += ("drop_dependent",) if args.drop_dependent else ()
+    names += ("transform",) if args.transform != "none" else ()
     settings = {k: getattr(args, k) for k in names}
     run_in_parts(args, settings, lambda train, test, fold: _fold(train, test, args, fold), _summarise)
 
