@@ -31,7 +31,7 @@ from kernel_orlr import add_part_options, run_in_parts, timed_fit
 
 from orlr_ppl import ORLR, MIMLData
 from orlr_ppl.data.kernel import median_gamma
-from orlr_ppl.estimators.inputs import apply_scaling, fit_scaling
+from orlr_ppl.estimators.feature_map import apply_scaling, fit_scaling
 
 
 def parse_sizes(text: str) -> list[int | None]:

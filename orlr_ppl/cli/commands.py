@@ -24,6 +24,19 @@ if TYPE_CHECKING:
     from ..data import MIMLData
 
 
+STANDARDIZE_OPTIONS: dict[str, bool | str] = {
+    "mean-sd": True,
+    "quantile-normal": "quantile-normal",
+    "none": False,
+}
+"""``fit --standardize``: each choice's estimator ``standardize`` value."""
+
+
+def standardize_value(args: argparse.Namespace) -> bool | str:
+    """The estimators' ``standardize`` for ``--standardize`` (commands without it: True)."""
+    return STANDARDIZE_OPTIONS[getattr(args, "standardize", "mean-sd")]
+
+
 def prior_scale(value: float | str) -> float | str | None:
     """``--prior-scale``: a scale, "auto", or None (no prior: plain maximum likelihood) for values <= 0."""
     if value == "auto":
@@ -58,6 +71,7 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         dictionary_size=getattr(args, "dictionary_size", None),
         nystroem=getattr(args, "nystroem", False),
         cv_scoring=getattr(args, "cv_scoring", "log_likelihood"),
+        standardize=standardize_value(args),
     )
 
 
@@ -268,7 +282,13 @@ def _model_to_fit(args: argparse.Namespace) -> tuple[Any, str]:
         shown = ", ".join("--" + k.replace("_", "-") for k in given)
         raise ValueError(f"{shown}: ORLR options, which --method mimm does not take; leave them out")
     max_iter = 200 if args.max_iter is None else args.max_iter
-    return MIMM(covariance=args.covariance, max_iter=max_iter, random_state=args.seed), "MIMM"
+    model = MIMM(
+        covariance=args.covariance,
+        max_iter=max_iter,
+        random_state=args.seed,
+        standardize=standardize_value(args),
+    )
+    return model, "MIMM"
 
 
 def _load_model(path: str):

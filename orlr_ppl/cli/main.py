@@ -245,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("--covariance", choices=["diag", "full"], default="diag", help="mimm: class covariances")
     fit.add_argument(
+        "--standardize",
+        choices=list(commands.STANDARDIZE_OPTIONS),
+        default="mean-sd",
+        help="feature map fitted on the training instances and saved with the model: mean-sd (centre and "
+        "scale), quantile-normal (each feature through its training quantiles to a Normal, then centre "
+        "and scale: for spiked or heavy-tailed features), none (raw)",
+    )
+    fit.add_argument(
         "--prune", type=float, default=0.0, help="fraction of bags with the most DP work to leave out"
     )
     fit.add_argument(

@@ -11,6 +11,7 @@ Every estimator standardises its features (``standardize=True``): ``fit``
 learns each feature's mean and scale on the training instances
 (``feature_mean_``, ``feature_scale_``), and every prediction applies them
 first (``_check_bags``), so the scaling is saved and loaded with the model.
+Other maps (a quantile-normal one first, or none): ``feature_map``.
 Labels may be class indices, class names or a (B, C) 0/1 label matrix
 (``inputs``); saving and loading is ``persistence``.
 
@@ -37,13 +38,22 @@ from ..dp.ragged import instance_posteriors
 from ..dp.validation import check_features, check_label_sets
 from ..evaluation.metrics import instance_accuracy
 from . import persistence
-from .inputs import (
+from .feature_map import (
+    QUANTILES_ARRAY,
+    SCALING_ARRAYS,
+    apply_quantile_map,
     apply_scaling,
+    check_saved_quantiles,
+    default_scaling,
+    fit_quantile_map,
+    fit_scaling,
+    raw_unit_scaling,
+)
+from .inputs import (
     check_instance_labels,
     fit_inputs,
     fit_instance_labels,
     fit_label_sets,
-    fit_scaling,
     flat_instances,
     infer_n_classes,
     predict_label_sets,
@@ -58,13 +68,6 @@ Bags = Sequence[np.ndarray] | MIMLData
 
 _REGISTRY: dict[str, type[_BagClassifier]] = {}
 """Estimator classes by name, as ``metadata.json`` stores them (filled by ``__init_subclass__``)."""
-
-SCALING_ARRAYS: dict[str, tuple[str, ...]] = {"feature_mean_": ("d",), "feature_scale_": ("d",)}
-"""The standardisation, saved with every model (part of each ``_saved_arrays``).
-
-Optional on load: a folder saved before standardisation existed has neither,
-and its model predicts on raw features (zeros and ones: the identity).
-"""
 
 
 # -- input helpers -------------------------------------------------------------
@@ -163,9 +166,17 @@ class _BagClassifier(BaseEstimator):
             delattr(self, name)
 
     def _fit_scaling(self, feats: list[np.ndarray]) -> list[np.ndarray]:
-        """Fit ``feature_mean_``/``feature_scale_`` on the training bags; return them standardised."""
-        self.feature_mean_, self.feature_scale_ = fit_scaling(feats, self.standardize)
+        """Fit ``feature_quantiles_`` if asked, then ``feature_mean_``/``feature_scale_``; the bags mapped."""
+        quantiles = fit_quantile_map(feats, self.standardize)
+        if quantiles is not None:
+            self.feature_quantiles_ = quantiles
+        feats = apply_quantile_map(feats, quantiles)
+        self.feature_mean_, self.feature_scale_ = fit_scaling(feats, bool(self.standardize))
         return apply_scaling(feats, self.feature_mean_, self.feature_scale_)
+
+    def _linear_scaling(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(feature_mean_, feature_scale_)`` for raw-unit parameters; refused under the quantile map."""
+        return raw_unit_scaling(getattr(self, QUANTILES_ARRAY, None), self.feature_mean_, self.feature_scale_)
 
     def _start_fit(
         self, bags: Bags, targets: Any, what: str, parse: Any
@@ -224,6 +235,7 @@ class _BagClassifier(BaseEstimator):
         """Validated bags, standardised as in training: every prediction goes through here."""
         check_is_fitted(self, "n_classes_")
         feats = check_features(_bags_of(bags), self.n_features_in_)
+        feats = apply_quantile_map(feats, getattr(self, QUANTILES_ARRAY, None))
         return apply_scaling(
             feats, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None)
         )
@@ -328,6 +340,8 @@ class _BagClassifier(BaseEstimator):
         check_is_fitted(self, "n_classes_")
         folder = Path("models") / self._default_name() if path is None else Path(path)
         arrays = {name: np.asarray(getattr(self, name)) for name in self._saved_arrays}
+        if getattr(self, QUANTILES_ARRAY, None) is not None:
+            arrays[QUANTILES_ARRAY] = np.asarray(getattr(self, QUANTILES_ARRAY))
         persistence.check_finite(
             arrays, type(self).__name__, "the fit diverged; re-fit (e.g. with a prior) first"
         )
@@ -374,9 +388,14 @@ class _BagClassifier(BaseEstimator):
         model.n_classes_, model.n_features_in_ = meta["n_classes"], meta["n_features"]
         optional = [k for k in (*SCALING_ARRAYS, *model._optional_arrays) if k in model._saved_arrays]
         required = [k for k in model._saved_arrays if k not in optional]
-        values = persistence.read_arrays(param_file, required, optional)
+        values = persistence.read_arrays(param_file, required, [*optional, QUANTILES_ARRAY])
+        standardize = getattr(model, "standardize", False)
+        check_saved_quantiles(values, standardize, model.n_features_in_, param_file, persistence.FIX)
         persistence.check_finite(values, str(param_file), persistence.FIX)
-        for k, v in {**model._default_scaling(values, param_file), **values}.items():
+        scaling = default_scaling(
+            values, model._saved_arrays, standardize, model.n_features_in_, param_file, persistence.FIX
+        )
+        for k, v in {**scaling, **values}.items():
             setattr(model, k, v)
         model._check_loaded(param_file)
         for k, v in (meta.get("fitted") or {}).items():
@@ -388,19 +407,6 @@ class _BagClassifier(BaseEstimator):
         if meta.get("feature_names"):
             model.feature_names_ = list(meta["feature_names"])
         return model
-
-    def _default_scaling(self, values: dict[str, np.ndarray], param_file: Path) -> dict[str, np.ndarray]:
-        """The identity scaling, for a folder saved before standardisation (it has no scaling arrays)."""
-        absent = [k for k in SCALING_ARRAYS if k in self._saved_arrays and k not in values]
-        if not absent:
-            return {}
-        if getattr(self, "standardize", False):
-            raise ValueError(
-                f"{param_file} is incomplete: it has no {absent}, but metadata.json says standardize=True; "
-                f"{persistence.FIX}"
-            )
-        d = self.n_features_in_
-        return {"feature_mean_": np.zeros(d), "feature_scale_": np.ones(d)}
 
     def _array_dims(self) -> dict[str, int]:
         """The sizes the symbols of ``_saved_arrays`` stand for in this fitted model."""

@@ -20,7 +20,7 @@ from ..dp.validation import DEFAULT_MAX_LABELS
 from ..inference.diagnostics import ConvergenceWarning
 from . import model_selection  # its grids read at fit time, so one assignment changes both estimators'
 from .base import SCALING_ARRAYS, Bags, _BagClassifier
-from .inputs import to_feature_units
+from .feature_map import to_feature_units
 from .kernel_features import _KernelFeatures
 from .model_selection import select_by_cv
 from .softmax_solver import SoftmaxFit, fit_softmax
@@ -55,7 +55,9 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         standardize: centre and scale each feature by its training mean and
             standard deviation (a constant feature: scale 1) before fitting,
             and before every prediction, so the penalty treats every feature
-            alike whatever its units.
+            alike whatever its units; "quantile-normal": each feature through
+            its training quantiles to a standard Normal first
+            (``feature_quantiles_``; ``coef_in_feature_units()`` then refuses).
         kernel: None (linear features) or "rbf".
         gamma: the RBF width, or "auto" (``GAMMA_FACTORS`` times the median
             heuristic).
@@ -83,7 +85,7 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         max_labels: int = DEFAULT_MAX_LABELS,
         max_iter: int = 1000,
         tol: float = 1e-6,
-        standardize: bool = True,
+        standardize: bool | str = True,
         kernel: str | None = None,
         gamma: float | str = "auto",
         dictionary_size: int | None = None,
@@ -165,7 +167,7 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         check_is_fitted(self, "n_classes_")
         if self.kernel is not None:
             raise ValueError("K-SLR's weights act on kernel features: they have no feature units")
-        return to_feature_units(self.coef_, self.intercept_, self.feature_mean_, self.feature_scale_)
+        return to_feature_units(self.coef_, self.intercept_, *self._linear_scaling())
 
     def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         return [softmax(x @ self.coef_ + self.intercept_, axis=1) for x in feats]
@@ -229,7 +231,10 @@ class MajorityClass(_BagClassifier):
     _saved_arrays = {"class_prior_": ("C",), **SCALING_ARRAYS}
 
     def __init__(
-        self, n_classes: int | None = None, max_labels: int = DEFAULT_MAX_LABELS, standardize: bool = True
+        self,
+        n_classes: int | None = None,
+        max_labels: int = DEFAULT_MAX_LABELS,
+        standardize: bool | str = True,
     ) -> None:
         self.n_classes = n_classes
         self.max_labels = max_labels

@@ -15,8 +15,8 @@ for every estimator:
   distinct names, as scikit-learn's ``LabelEncoder`` makes them); mixing the
   two is an error.
 
-Features. ``fit_scaling`` fits the per-feature standardisation that travels
-with a fitted model; ``apply_scaling`` applies it before every prediction.
+Features are checked here (``fit_inputs``); the map fitted on them and
+applied before every prediction is ``feature_map``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.preprocessing import StandardScaler
 
 from ..data.container import MIMLData
 
@@ -286,41 +285,3 @@ def index_array(y: Any, b: int) -> np.ndarray:
     raise ValueError(
         f"bag {b} has non-integer instance labels {arr.ravel().tolist()[:5]}: use class indices or names"
     )
-
-
-# -- features ----------------------------------------------------------------------
-
-
-def fit_scaling(feats: Sequence[np.ndarray], standardize: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``(mean, scale)``, each (d,), of every training instance; zeros and ones without ``standardize``.
-
-    scikit-learn's ``StandardScaler`` computes them, as for ``MIMLData.fit_standardizer``:
-    a constant (or numerically constant) feature gets scale 1, so it stays
-    finite and, being 0 on every training instance, gets no weight.
-    """
-    d = feats[0].shape[1]
-    if not standardize:
-        return np.zeros(d), np.ones(d)
-    scaler = StandardScaler().fit(np.concatenate(feats).astype(np.float64, copy=False))
-    return np.asarray(scaler.mean_, np.float64), np.asarray(scaler.scale_, np.float64)
-
-
-def apply_scaling(
-    feats: list[np.ndarray], mean: np.ndarray | None, scale: np.ndarray | None
-) -> list[np.ndarray]:
-    """``(x - mean) / scale`` per bag; the identity (zeros and ones, or None) returns the bags untouched."""
-    if mean is None or scale is None or (not np.any(mean) and np.all(scale == 1.0)):
-        return feats  # bit-for-bit the unstandardised arithmetic (models saved before standardisation)
-    return [(x - mean) / scale for x in feats]
-
-
-def to_feature_units(
-    coef: np.ndarray, intercept: np.ndarray, mean: np.ndarray, scale: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Weights on standardised features, rewritten for raw ones.
-
-    ``((x - m) / s) @ W + b = x @ (W / s) + (b - (m / s) @ W)``; ``coef`` may
-    carry leading draw axes: (..., d, C) with ``intercept`` (..., C).
-    """
-    raw = coef / scale[:, None]
-    return raw, intercept - np.einsum("d,...dc->...c", mean / scale, coef)

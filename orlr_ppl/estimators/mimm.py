@@ -93,7 +93,11 @@ class MIMM(_BagClassifier):
             ``random_state``). The fit of highest log posterior is kept.
         random_state: seed of the restarts' draws.
         standardize: centre and scale features on the training instances
-            first (so the prior's scale means the same in every feature).
+            first (so the prior's scale means the same in every feature);
+            "quantile-normal": each feature through its training quantiles
+            to a standard Normal first (``feature_quantiles_``), for Gaussian
+            classes on spiked or heavy-tailed features (``in_feature_units``
+            then refuses: the map is not linear).
         max_labels: largest label set accepted (the DP holds ``2**K`` states).
 
     Fitted attributes: ``weights_`` (C,), ``means_`` (C, d), ``covariances_``
@@ -119,7 +123,7 @@ class MIMM(_BagClassifier):
         degrees_of_freedom: float | None = None,
         n_init: int = 1,
         random_state: int | None = None,
-        standardize: bool = True,
+        standardize: bool | str = True,
         max_labels: int = DEFAULT_MAX_LABELS,
     ) -> None:
         self.n_classes = n_classes
@@ -209,7 +213,7 @@ class MIMM(_BagClassifier):
     def in_feature_units(self) -> tuple[np.ndarray, np.ndarray]:
         """``(means, covariances)`` for raw features: ``mu * s + m`` and ``Sigma`` scaled by ``s s^T``."""
         check_is_fitted(self, "n_classes_")
-        m, s = self.feature_mean_, self.feature_scale_
+        m, s = self._linear_scaling()
         scale = s**2 if self.covariances_.ndim == 2 else np.outer(s, s)
         return self.means_ * s + m, self.covariances_ * scale
 

@@ -18,7 +18,7 @@ from ..dp.packing import Layout
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..model.numpyro_model import ModelData, make_model_data
 from .base import Bags, _BagClassifier
-from .inputs import to_feature_units
+from .feature_map import to_feature_units
 from .orlr_fit import (
     DEFAULT_MAX_ITER,
     METHODS,
@@ -109,11 +109,11 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             predictions.
         progress_bar: show NumPyro's progress bar while sampling/optimising.
         random_state: seed of NUTS and SVI.
-        standardize: centre and scale each feature by its mean and standard
-            deviation over the training instances (a constant feature: scale
-            1) before fitting, and apply the same scaling before every
-            prediction. The prior then means the same for every feature
-            whatever its units, and the fit no longer depends on them.
+        standardize: centre and scale each feature by its training mean and sd
+            (a constant feature: scale 1) before fitting and before every
+            prediction, so the prior means the same for every feature whatever
+            its units. "quantile-normal": through its training quantiles to a
+            Normal first (``feature_map``), for spiked or heavy-tailed features.
         prune: fraction of the training bags to leave out, those with the
             most DP work ``n_b * |Y_b| * 2**|Y_b|`` first (the paper's
             pruning, 6.6.2); their input indices are ``pruned_bags_``. Their
@@ -172,7 +172,8 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
     the posterior means), ``n_classes_``, ``n_features_in_``,
     ``pruned_bags_`` (sorted input indices of the bags ``prune`` left out);
     ``feature_mean_``, ``feature_scale_`` (d,) the standardisation (zeros
-    and ones with ``standardize=False``). The weights (``coef_``,
+    and ones with ``standardize=False``); ``feature_quantiles_`` (Q, d)
+    with ``standardize="quantile-normal"``. The weights (``coef_``,
     ``coef_draws_``, the posterior's ``W``) act on *standardised* features,
     so the prior's scale means the same for every feature; the intercepts
     are the logits of an average instance. ``coef_in_feature_units()``
@@ -216,7 +217,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         max_predict_draws: int = 200,
         progress_bar: bool = False,
         random_state: int | None = None,
-        standardize: bool = True,
+        standardize: bool | str = True,
         prune: float = 0.0,
         bag_fraction: float = 1.0,
         canonical_shapes: bool | Layout | None = None,
@@ -436,4 +437,4 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         check_is_fitted(self, "n_classes_")
         if self.kernel is not None:
             raise ValueError("kernel ORLR's weights act on kernel features: they have no feature units")
-        return to_feature_units(self.coef_, self.intercept_, self.feature_mean_, self.feature_scale_)
+        return to_feature_units(self.coef_, self.intercept_, *self._linear_scaling())

@@ -85,7 +85,9 @@ class SIM(_BagClassifier):
             standard deviation before anything else (and before every
             prediction), as the other estimators do. The authors' scaling
             below is itself unchanged by a per-feature rescaling, so for SIM
-            this changes the arithmetic, not the model.
+            this changes the arithmetic, not the model. "quantile-normal":
+            each feature through its training quantiles to a standard Normal
+            first (``feature_quantiles_``), which does change the model.
 
     Label sets: per bag, class indices or class names (``class_names_``: the
     sorted names), or a (B, C) 0/1 label matrix, as for ``ORLR``.
@@ -129,7 +131,7 @@ class SIM(_BagClassifier):
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
         random_state: int | None = 0,
-        standardize: bool = True,
+        standardize: bool | str = True,
     ) -> None:
         self.lam = lam
         self.cv = cv
