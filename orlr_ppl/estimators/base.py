@@ -82,11 +82,6 @@ def _check_bag_score_rule(rule: str) -> None:
         raise ValueError(f"rule={rule!r}: choose one of {BAG_SCORE_RULES}")
 
 
-def split_by_bag(flat: np.ndarray, feats: Sequence[np.ndarray], axis: int = 0) -> list[np.ndarray]:
-    """Cut an array laid out over all bags' instances (length n on ``axis``) back into B per-bag arrays."""
-    return np.split(flat, np.cumsum([len(x) for x in feats])[:-1], axis=axis)
-
-
 def label_probability(proba: np.ndarray) -> np.ndarray:
     """``P(c in Y_b) = 1 - prod_i (1 - p_ic)``: the chance that some instance of the bag takes label c.
 

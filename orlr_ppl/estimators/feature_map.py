@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.preprocessing import StandardScaler
 
 from ..data.quantile_normal import QUANTILE_NORMAL, check_quantiles, fit_quantiles, quantile_normal
+from .inputs import split_by_bag
 
 STANDARDIZE_CHOICES = (True, False, QUANTILE_NORMAL)
 """What ``standardize`` takes: centre and scale; leave raw; quantile-normal map, then centre and scale."""
@@ -53,8 +54,7 @@ def apply_quantile_map(feats: list[np.ndarray], quantiles: np.ndarray | None) ->
     """The B bags (n_b, d) through ``quantiles`` (all instances at once); untouched for None."""
     if quantiles is None:
         return feats
-    mapped = quantile_normal(np.concatenate(feats), quantiles)
-    return np.split(mapped, np.cumsum([len(x) for x in feats])[:-1])
+    return split_by_bag(quantile_normal(np.concatenate(feats), quantiles), feats)
 
 
 def default_scaling(

@@ -285,3 +285,8 @@ def index_array(y: Any, b: int) -> np.ndarray:
     raise ValueError(
         f"bag {b} has non-integer instance labels {arr.ravel().tolist()[:5]}: use class indices or names"
     )
+
+
+def split_by_bag(flat: np.ndarray, feats: Sequence[np.ndarray], axis: int = 0) -> list[np.ndarray]:
+    """Cut an array laid out over all bags' instances (length n on ``axis``) back into B per-bag arrays."""
+    return np.split(flat, np.cumsum([len(x) for x in feats])[:-1], axis=axis)

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.special import softmax
 
 from ..dp.ragged import draw_posteriors_on_host
-from .base import split_by_bag
+from .inputs import split_by_bag
 from .orlr_fit import pack_draw_inputs
 from .relaxed import relaxed_draw_posteriors
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
-from .base import Bags, split_by_bag
+from .base import Bags
+from .inputs import split_by_bag
 
 
 class _PosteriorPredictive:
