@@ -20,9 +20,6 @@ from sklearn.preprocessing import StandardScaler
 from ..data.quantile_normal import QUANTILE_NORMAL, check_quantiles, fit_quantiles, quantile_normal
 from .inputs import split_by_bag
 
-STANDARDIZE_CHOICES = (True, False, QUANTILE_NORMAL)
-"""What ``standardize`` takes: centre and scale; leave raw; quantile-normal map, then centre and scale."""
-
 SCALING_ARRAYS: dict[str, tuple[str, ...]] = {"feature_mean_": ("d",), "feature_scale_": ("d",)}
 """The standardisation, saved with every model (part of each ``_saved_arrays``).
 
@@ -35,7 +32,7 @@ QUANTILES_ARRAY = "feature_quantiles_"
 
 
 def check_standardize(value: Any) -> None:
-    """Raise a ValueError unless ``value`` is one of ``STANDARDIZE_CHOICES`` (a bool, or the map's name)."""
+    """Raise a ValueError unless ``value`` is True, False or ``"quantile-normal"``: what standardize takes."""
     if not (isinstance(value, bool | np.bool_) or value == QUANTILE_NORMAL):
         raise ValueError(
             f"standardize={value!r}: give True (centre and scale each feature), False (raw features) "
