@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from kernel_orlr import add_part_options, run_in_parts, timed_fit
+from kernel_orlr import add_part_options, paired_difference, run_in_parts, timed_fit
 
 from orlr_ppl import ORLR, MIMLData
 from orlr_ppl.data.kernel import median_gamma
@@ -67,12 +67,7 @@ def _summarise(rows: list[dict], folds: list[int]) -> None:
     for s in sizes:
         acc = np.array([r[f"acc_{s}"] for r in rows])
         diff = 100 * (acc - first)
-        paired = (
-            f"minus dictionary {sizes[0]}: {diff.mean():+.1f} (sd {diff.std(ddof=1):.1f}), "
-            f"ahead in {int((diff > 0).sum())}, behind in {int((diff < 0).sum())}; "
-            if s != sizes[0]
-            else ""
-        )
+        paired = f"minus dictionary {sizes[0]}: {paired_difference(diff)}; " if s != sizes[0] else ""
         stopped = sum(not r[f"conv_{s}"] for r in rows)
         ratio = np.median([r[f"t_{s}"] / r["t_linear"] for r in rows])
         print(

@@ -45,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from orlr_ppl import ORLR, MIMLData, SoftmaxRegression
 from orlr_ppl.data.datasets import load_letter_frost
@@ -150,6 +151,18 @@ def _set_grids(gamma_factors: str | None, prior_scales: str | None) -> None:
         values = tuple(float(v) for v in given.split(",")) if given else getattr(model_selection, name)
         setattr(model_selection, name, values)
         print(f"{name} = {values}", flush=True)
+
+
+def paired_difference(diff: np.ndarray) -> str:
+    """One line on per-fold differences ``diff`` (n_folds,), in points: their mean, sd, the 95 % t
+    interval of the mean (folds share training bags, so the interval is optimistic; it still says
+    whether the sign is settled) and how many folds each side wins."""
+    half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
+    return (
+        f"{diff.mean():+.1f} points (sd {diff.std(ddof=1):.1f}; 95 % t interval of the mean "
+        f"[{diff.mean() - half:+.1f}, {diff.mean() + half:+.1f}]), ahead in {int((diff > 0).sum())}, "
+        f"behind in {int((diff < 0).sum())}, level in {int((diff == 0).sum())} of {len(diff)} folds"
+    )
 
 
 def _summarise(rows: list[dict[str, float]], folds: list[int]) -> None:

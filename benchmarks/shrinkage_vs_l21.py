@@ -38,6 +38,7 @@ from dataclasses import replace
 import numpy as np
 from kernel_orlr import (
     add_part_options,
+    paired_difference,
     run_in_parts,
     timed_fit,
     without_dependent,
@@ -148,10 +149,7 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
         print(f"median t_map: {np.median([r['t_map'] for r in rows]):.1f} s")
         return
     diff = 100 * np.array([r[post] - r["l21_map"] for r in rows])
-    print(
-        f"posterior - MAP: {diff.mean():+.1f} points (sd {diff.std(ddof=1):.1f}); posterior ahead in "
-        f"{int((diff > 0).sum())}, behind in {int((diff < 0).sum())} of {len(rows)} folds"
-    )
+    print(f"posterior - MAP: {paired_difference(diff)}")
     for key in ("l21_rows", "hs_rows"):
         print(f"{key} per fold: {[r[key] for r in rows]}")
     if "r_hat" in rows[0]:
@@ -168,11 +166,7 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
             f"(folds {[folds[i] for i in passed]})"
         )
         if len(passed) > 1:
-            kept = diff[passed]
-            print(
-                f"posterior - MAP over those: {kept.mean():+.1f} points (sd {kept.std(ddof=1):.1f}); "
-                f"ahead in {int((kept > 0).sum())}, behind in {int((kept < 0).sum())}"
-            )
+            print(f"posterior - MAP over those: {paired_difference(diff[passed])}")
     print(f"bags with PSIS-LOO k-hat > 0.7 per fold: {[r.get('loo_high_k') for r in rows]}")
     for key in ("t_map", "t_post"):
         print(f"median {key}: {np.median([r[key] for r in rows]):.1f} s")

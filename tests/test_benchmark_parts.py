@@ -131,3 +131,16 @@ def test_the_quantile_transform_learns_from_the_training_bags_only_and_keeps_eac
     lone = MIMLData.from_arrays(x_test[:3], [[0]], np.zeros(3, int))
     _, alone = shrinkage_vs_l21.quantile_normal(train, lone)  # one bag: nothing of its own to fit
     assert np.allclose(np.concatenate(alone.bags), np.concatenate(moved.bags)[:3])
+
+
+def test_the_paired_summary_gives_the_t_interval_of_the_mean_difference_and_the_folds_each_side() -> None:
+    import numpy as np
+    from scipy import stats
+
+    after = np.array([72.0, 73.3, 77.3, 68.4, 68.8, 66.7, 74.6])
+    before = np.array([71.8, 72.8, 77.9, 68.4, 69.7, 67.8, 74.4])
+    line = kernel_orlr.paired_difference(after - before)
+    low, high = stats.ttest_rel(after, before).confidence_interval(0.95)
+    assert f"[{low:+.1f}, {high:+.1f}]" in line
+    assert f"{np.mean(after - before):+.1f} points" in line
+    assert "ahead in 3, behind in 3, level in 1 of 7 folds" in line
