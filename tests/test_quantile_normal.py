@@ -24,8 +24,9 @@ from orlr_ppl import MIMM, ORLR, SIM, MajorityClass, SoftmaxRegression
 from orlr_ppl.cli import main
 from orlr_ppl.data.datasets import load_hja, make_miml_digits
 from orlr_ppl.data.hja import HJA_FILES
-from orlr_ppl.data.quantile_normal import fit_quantiles, quantile_normal
+from orlr_ppl.data.quantile_normal import HEAVY_TAIL_Z, extreme_z, fit_quantiles, quantile_normal
 from orlr_ppl.estimators.base import _BagClassifier
+from orlr_ppl.estimators.feature_map import heavy_tail_note, heavy_tailed_features
 from orlr_ppl.inference.diagnostics import ConvergenceWarning
 
 QN = "quantile-normal"
@@ -239,3 +240,49 @@ def test_the_command_line_fits_saves_and_predicts_with_the_map(tmp_path, capsys)
     assert capsys.readouterr().out.startswith("bag_id,instance,label,")
     assert main([*argv, "--standardize", "none", "--out", str(tmp_path / "raw"), "--quiet"]) == 0
     assert json.loads((tmp_path / "raw" / "metadata.json").read_text())["params"]["standardize"] is False
+
+
+# -- the convergence warning points at heavy-tailed features ---------------------------------
+
+
+def test_extreme_z_is_the_largest_absolute_z_score_and_zero_for_a_constant_feature() -> None:
+    rng = np.random.default_rng(1)
+    x = np.column_stack([rng.normal(size=300), rng.normal(size=300), np.full(300, 4.0)])
+    x[7, 0] = 30.0  # one instance far out: about 9 sds
+    z = extreme_z(x)
+    np.testing.assert_allclose(z[:2], np.abs(stats.zscore(x[:, :2])).max(0), rtol=1e-12)
+    assert z[0] > HEAVY_TAIL_Z > z[1] and z[2] == 0.0
+    names = ["far", "normal", "constant"]
+    assert heavy_tailed_features([x[:100], x[100:]], True, names) == {"far": z[0]}
+    assert heavy_tailed_features([x], False, None) == {"0": z[0]}  # raw features: the same z
+    assert heavy_tailed_features([x], QN, names) == {}  # already the remedy the note offers
+
+
+def _short_nuts(standardize: object, extreme: float) -> ORLR:
+    """A NUTS fit far too short to converge, on 20 bags whose first instance's x0 is ``extreme``."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])
+    y = rng.integers(0, 3, size=20)
+    bags = [centres[[k, k, k]] + rng.normal(size=(3, 2)) for k in y]
+    bags[0][0, 0] = extreme
+    est = ORLR(method="nuts", num_warmup=5, num_samples=20, num_chains=1, standardize=standardize)
+    with pytest.warns(ConvergenceWarning) as rec:
+        est.fit(bags, [[k] for k in y])
+    assert len(rec) == 1 and est.diagnostics().problems[-1] in str(rec[0].message)
+    return est
+
+
+def test_an_unconverged_posterior_names_the_heavy_tailed_features_its_failing_weights_sit_on() -> None:
+    est = _short_nuts(True, 40.0)  # x0 reaches 7 sds from its mean; every weight fails ESS
+    note = est.diagnostics().problems[-1]
+    assert note.startswith("failing weights W[f, ...] sit on heavy-tailed features f")
+    assert "f = 0 (7.0 sd)." in note and "standardize='quantile-normal'" in note
+    # Which weights fail decides: with feature 0's weights passing, the note has nothing to say.
+    diag = est.diagnostics()
+    passing = diag.table.copy()
+    passing.loc[passing.index.str.startswith("W[0, "), ["r_hat", "ess_bulk", "ess_tail"]] = [1.0, 1e4, 1e4]
+    assert heavy_tail_note({"0": 7.0}, diag._replace(table=passing)) == ""
+    assert heavy_tail_note({"1": 7.0}, diag._replace(table=passing)).endswith("HJA birdsong")
+    # Mapped to a Normal already, or with no feature that far out: no note.
+    for est in (_short_nuts(QN, 40.0), _short_nuts(True, 3.0)):
+        assert not any("heavy-tailed" in p for p in est.diagnostics().problems)

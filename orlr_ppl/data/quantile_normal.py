@@ -38,6 +38,19 @@ _CLIP_LOW = float(stats.norm.ppf(_BOUND - np.spacing(1)))
 _CLIP_HIGH = float(stats.norm.ppf(1.0 - (_BOUND - np.spacing(1))))
 
 
+HEAVY_TAIL_Z = 6.0
+"""A feature is *heavy-tailed* when some training value lies this many sds from its mean: a Normal
+sample would need about 10^9 instances to reach it, and HJA's features reach 7-21."""
+
+
+def extreme_z(x: np.ndarray) -> np.ndarray:
+    """(d,) per feature of ``x`` (n, d), the largest ``|x - mean| / sd`` (0 for a constant feature)."""
+    x = np.asarray(x, np.float64)
+    spread = x.std(axis=0)
+    worst = np.abs(x - x.mean(axis=0)).max(axis=0)
+    return np.divide(worst, spread, out=np.zeros_like(worst), where=spread > 0)
+
+
 def fit_quantiles(x: np.ndarray, n_quantiles: int = N_QUANTILES) -> np.ndarray:
     """(Q, d) training quantiles of each feature, ``Q = min(n_quantiles, n)`` evenly spaced levels.
 

@@ -12,13 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
 
-from ..data.quantile_normal import QUANTILE_NORMAL, check_quantiles, fit_quantiles, quantile_normal
+from ..data.quantile_normal import (
+    HEAVY_TAIL_Z,
+    QUANTILE_NORMAL,
+    check_quantiles,
+    extreme_z,
+    fit_quantiles,
+    quantile_normal,
+)
 from .inputs import split_by_bag
+
+if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a posterior is checked
+    from ..inference.diagnostics import Diagnostics
 
 SCALING_ARRAYS: dict[str, tuple[str, ...]] = {"feature_mean_": ("d",), "feature_scale_": ("d",)}
 """The standardisation, saved with every model (part of each ``_saved_arrays``).
@@ -143,3 +153,41 @@ def to_feature_units(
     """
     raw = coef / scale[:, None]
     return raw, intercept - np.einsum("d,...dc->...c", mean / scale, coef)
+
+
+def heavy_tailed_features(
+    feats: Sequence[np.ndarray], standardize: Any, names: Sequence[str] | None
+) -> dict[str, float]:
+    """Name -> largest |z| of the features of the B training bags (n_b, d) that reach ``HEAVY_TAIL_Z``.
+
+    Empty under ``standardize="quantile-normal"``, which is the remedy ``heavy_tail_note`` offers.
+    ``names``: the d feature names, default ``"0"``, ``"1"``, ... (the posterior's labels without names).
+    """
+    if standardize == QUANTILE_NORMAL:
+        return {}
+    z = extreme_z(np.concatenate(feats))
+    names = [str(j) for j in range(len(z))] if names is None else [str(n) for n in names]
+    return {n: float(v) for n, v in zip(names, z, strict=True) if v >= HEAVY_TAIL_Z}
+
+
+def heavy_tail_note(heavy: dict[str, float], diagnostics: Diagnostics) -> str:
+    """A sentence for the ``ConvergenceWarning`` when failing weights ``W[feature, class]`` sit on the
+    ``heavy`` features (``heavy_tailed_features``); empty when none does.
+
+    Such a weight is set by a few extreme instances, and its chains mix slowly. On HJA union this
+    was the worst weight in most folds, and the quantile-normal map made every fold converge
+    (REPRODUCTION.md), so the note offers it.
+    """
+    from ..inference.diagnostics import failing_parameters
+
+    failing = failing_parameters(diagnostics)
+    named = {f: z for f, z in heavy.items() if any(p.startswith(f"W[{f}, ") for p in failing)}
+    if not named:
+        return ""
+    listed = ", ".join(f"{f} ({z:.1f} sd)" for f, z in sorted(named.items(), key=lambda fz: -fz[1]))
+    return (
+        "failing weights W[f, ...] sit on heavy-tailed features f, whose training values reach far "
+        f"from their mean: f = {listed}. A few extreme instances set such a weight, and its chains "
+        "mix slowly: refit with standardize='quantile-normal' (each feature through its training "
+        "quantiles to a Normal), which made such chains converge on HJA birdsong"
+    )

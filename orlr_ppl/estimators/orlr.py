@@ -302,14 +302,14 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             warnings.warn(
                 f"{', '.join(ignored)}: NUTS settings, which method={self.method!r} ignores", stacklevel=2
             )
-        self._diagnostics = None
+        self._diagnostics = self._heavy_features = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         if instance_labels is not None and self.prune > 0:
             raise ValueError("prune leaves bags out: give instance_labels with prune=0")
         n_features = feats[0].shape[1]
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
         if self.method in ("nuts", "svi") and self.kernel is None:
-            self._warn_if_collinear(feats, n_classes + bool(self.novel_class))
+            self._check_linear_features(feats, n_classes + bool(self.novel_class))
         feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; "auto" chosen
         canonical, layout = self.canonical_shapes, layout_of(self.canonical_shapes)
         canonical = self.method in ("em", "map") if canonical is None else bool(canonical)
@@ -336,9 +336,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         self._drop_zero_rows()
         # The warnings are issued here, with stacklevel 2, so that they point at the caller of fit.
         if hasattr(self, "posterior_"):
-            from ..inference.diagnostics import warn_if_unconverged
-
-            self._diagnostics = warn_if_unconverged(self.posterior_, stacklevel=2)
+            self._diagnostics = self._warn_if_unconverged()
         elif not self.converged_ and not self._stochastic():
             from ..inference.diagnostics import ConvergenceWarning
 

@@ -11,7 +11,8 @@ kernels.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
@@ -21,8 +22,12 @@ from ..data.kernel import median_gamma
 from ..dp.packing import canonical_size
 from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
 from . import model_selection  # its grids read at fit time, so one assignment changes both estimators'
+from .feature_map import heavy_tail_note, heavy_tailed_features
 from .kernel_features import _KernelFeatures
 from .model_selection import select_by_bag_cv
+
+if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a posterior is checked
+    from ..inference.diagnostics import Diagnostics
 
 INCLUSION_EFFECT = 0.5
 """A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
@@ -32,15 +37,26 @@ moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, 
 class _RowFeatures(_KernelFeatures):
     """Mixin of ``ORLR``: the kernel map's hyperparameters by bag-level CV, and what its rows are worth."""
 
-    def _warn_if_collinear(self, feats: list[np.ndarray], n_outputs: int) -> None:
-        """Warn, naming them, when some linear features are combinations of the others (``collinearity``).
+    def _check_linear_features(self, feats: list[np.ndarray], n_outputs: int) -> None:
+        """Before a posterior fit on linear features: warn, naming them, when some features are
+        combinations of the others (``collinearity``), and note the heavy-tailed ones for
+        ``_warn_if_unconverged``.
 
-        Only before a posterior fit: a MAP is unique along those directions,
-        but a posterior holds the prior's whole width there.
+        A MAP is unique along dependent directions, but a posterior holds the prior's whole width there.
         """
-        dep = linear_dependencies(np.concatenate(feats), getattr(self, "feature_names_", None))
+        names = getattr(self, "feature_names_", None)
+        dep = linear_dependencies(np.concatenate(feats), names)
         if dep.redundant:
             warnings.warn(describe_dependencies(dep, n_outputs), CollinearityWarning, stacklevel=3)
+        self._heavy_features = heavy_tailed_features(feats, self.standardize, names)
+
+    def _warn_if_unconverged(self) -> Diagnostics:
+        """``posterior_``'s diagnostics, with one ``ConvergenceWarning`` (pointing at the caller of
+        ``fit``) when a check fails, which names the heavy-tailed features carrying failing weights."""
+        from ..inference.diagnostics import warn_if_unconverged
+
+        heavy = getattr(self, "_heavy_features", None) or {}
+        return warn_if_unconverged(self.posterior_, stacklevel=3, note=partial(heavy_tail_note, heavy))
 
     def _check_row_params(self) -> None:
         if self.prior not in WEIGHT_PRIORS:

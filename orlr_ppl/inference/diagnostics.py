@@ -29,7 +29,7 @@ live in ``point_diagnostics`` (no ArviZ needed) and are re-exported here.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -353,19 +353,32 @@ def warning_message(diagnostics: Diagnostics) -> str:
     )
 
 
+def failing_parameters(diagnostics: Diagnostics) -> list[str]:
+    """Row labels of ``diagnostics.table`` (``W[x6, WETA]``, ...) that fail R-hat or an ESS check."""
+    failed = _mixing_failures(diagnostics.table).values()
+    return [p for p in diagnostics.table.index if any(p in bad.index for bad in failed)]
+
+
 def warn_if_unconverged(
     idata: az.InferenceData,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
     *,
     stacklevel: int = 2,
+    note: Callable[[Diagnostics], str] | None = None,
 ) -> Diagnostics:
     """``diagnose`` and, if any check fails, issue one ``ConvergenceWarning`` listing all failures.
 
     Returns the ``Diagnostics`` (so callers need not compute them twice).
     ``stacklevel`` as in ``warnings.warn``, counted from the caller.
+    ``note``: given the failed ``Diagnostics``, a sentence the caller knows
+    and this module cannot (e.g. about the data); when not empty it ends the
+    returned ``problems``, and so the warning.
     """
     result = diagnose(idata, class_names, feature_names)
+    extra = note(result) if note is not None and result.problems else ""
+    if extra:
+        result = result._replace(problems=[*result.problems, extra])
     if result.problems:
         warnings.warn(warning_message(result), ConvergenceWarning, stacklevel=stacklevel + 1)
     return result
