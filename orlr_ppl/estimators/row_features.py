@@ -55,7 +55,7 @@ class _RowFeatures(_KernelFeatures):
         ``fit``) when a check fails, which names the heavy-tailed features carrying failing weights."""
         from ..inference.diagnostics import warn_if_unconverged
 
-        heavy = getattr(self, "_heavy_features", None) or {}
+        heavy = self._heavy_features or {}  # None: kernel features, or no check before the fit
         return warn_if_unconverged(self.posterior_, stacklevel=3, note=partial(heavy_tail_note, heavy))
 
     def _check_row_params(self) -> None:

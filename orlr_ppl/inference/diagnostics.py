@@ -355,8 +355,8 @@ def warning_message(diagnostics: Diagnostics) -> str:
 
 def failing_parameters(diagnostics: Diagnostics) -> list[str]:
     """Row labels of ``diagnostics.table`` (``W[x6, WETA]``, ...) that fail R-hat or an ESS check."""
-    failed = _mixing_failures(diagnostics.table).values()
-    return [p for p in diagnostics.table.index if any(p in bad.index for bad in failed)]
+    failed = set().union(*(bad.index for bad in _mixing_failures(diagnostics.table).values()))
+    return [p for p in diagnostics.table.index if p in failed]
 
 
 def warn_if_unconverged(
