@@ -155,17 +155,15 @@ def to_feature_units(
     return raw, intercept - np.einsum("d,...dc->...c", mean / scale, coef)
 
 
-def heavy_tailed_features(
-    feats: Sequence[np.ndarray], standardize: Any, names: Sequence[str] | None
-) -> dict[str, float]:
-    """Name -> largest |z| of the features of the B training bags (n_b, d) that reach ``HEAVY_TAIL_Z``.
+def heavy_tailed_features(x: np.ndarray, standardize: Any, names: Sequence[str] | None) -> dict[str, float]:
+    """Name -> largest |z| of the features of the (n, d) training instances ``x`` that reach ``HEAVY_TAIL_Z``.
 
     Empty under ``standardize="quantile-normal"``, which is the remedy ``heavy_tail_note`` offers.
     ``names``: the d feature names, default ``"0"``, ``"1"``, ... (the posterior's labels without names).
     """
     if standardize == QUANTILE_NORMAL:
         return {}
-    z = extreme_z(np.concatenate(feats))
+    z = extreme_z(x)
     names = [str(j) for j in range(len(z))] if names is None else [str(n) for n in names]
     return {n: float(v) for n, v in zip(names, z, strict=True) if v >= HEAVY_TAIL_Z}
 

@@ -44,11 +44,11 @@ class _RowFeatures(_KernelFeatures):
 
         A MAP is unique along dependent directions, but a posterior holds the prior's whole width there.
         """
-        names = getattr(self, "feature_names_", None)
-        dep = linear_dependencies(np.concatenate(feats), names)
+        x, names = np.concatenate(feats), getattr(self, "feature_names_", None)
+        dep = linear_dependencies(x, names)
         if dep.redundant:
             warnings.warn(describe_dependencies(dep, n_outputs), CollinearityWarning, stacklevel=3)
-        self._heavy_features = heavy_tailed_features(feats, self.standardize, names)
+        self._heavy_features = heavy_tailed_features(x, self.standardize, names)
 
     def _warn_if_unconverged(self) -> Diagnostics:
         """``posterior_``'s diagnostics, with one ``ConvergenceWarning`` (pointing at the caller of
