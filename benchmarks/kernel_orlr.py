@@ -156,11 +156,17 @@ def _set_grids(gamma_factors: str | None, prior_scales: str | None) -> None:
 def paired_difference(diff: np.ndarray) -> str:
     """One line on per-fold differences ``diff`` (n_folds,), in points: their mean, sd, the 95 % t
     interval of the mean (folds share training bags, so the interval is optimistic; it still says
-    whether the sign is settled) and how many folds each side wins."""
-    half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
+    whether the sign is settled) and how many folds each side wins. One fold has neither sd nor
+    interval."""
+    spread = ""
+    if len(diff) > 1:
+        half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
+        spread = (
+            f" (sd {diff.std(ddof=1):.1f}; 95 % t interval of the mean "
+            f"[{diff.mean() - half:+.1f}, {diff.mean() + half:+.1f}])"
+        )
     return (
-        f"{diff.mean():+.1f} points (sd {diff.std(ddof=1):.1f}; 95 % t interval of the mean "
-        f"[{diff.mean() - half:+.1f}, {diff.mean() + half:+.1f}]), ahead in {int((diff > 0).sum())}, "
+        f"{diff.mean():+.1f} points{spread}, ahead in {int((diff > 0).sum())}, "
         f"behind in {int((diff < 0).sum())}, level in {int((diff == 0).sum())} of {len(diff)} folds"
     )
 

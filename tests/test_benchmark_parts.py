@@ -144,3 +144,7 @@ def test_the_paired_summary_gives_the_t_interval_of_the_mean_difference_and_the_
     assert f"[{low:+.1f}, {high:+.1f}]" in line
     assert f"{np.mean(after - before):+.1f} points" in line
     assert "ahead in 3, behind in 3, level in 1 of 7 folds" in line
+    assert (
+        kernel_orlr.paired_difference(np.array([0.5]))
+        == "+0.5 points, ahead in 1, behind in 0, level in 0 of 1 folds"
+    )
