@@ -197,6 +197,14 @@ def test_problems_name_the_failed_checks_and_worst_parameters(nuts_fit):
         in text
     )
     assert "2 transitions (0.7%) hit the maximum tree depth 10" in text
+    # The divergence sentence offers the remedy from the fit's own target acceptance (0.8 here).
+    assert diag.sampler["target_accept_prob"] == pytest.approx(0.8)
+    assert "above this fit's 0.80 (target_accept, e.g. 0.95)" in text
+    for target, says in ((0.97, "e.g. 0.99"), (0.99, "already high: reparametrise")):
+        bad.sample_stats.attrs["target_accept_prob"] = target
+        assert says in " | ".join(diagnose(bad).problems)
+    del bad.sample_stats.attrs["target_accept_prob"]  # saved by an older version: no remedy, no error
+    assert "target acceptance" not in " | ".join(diagnose(bad).problems)
     assert not diag.converged and diag.sampler["n_at_max_treedepth"] == 2
     rhat = next(p for p in diag.problems if p.startswith("R-hat"))
     named, spread = rhat.split("; chain means of ")
