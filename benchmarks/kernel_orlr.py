@@ -158,15 +158,13 @@ def paired_difference(diff: np.ndarray) -> str:
     interval of the mean (folds share training bags, so the interval is optimistic; it still says
     whether the sign is settled) and how many folds each side wins. One fold has neither sd nor
     interval."""
-    spread = ""
+    mean, spread = diff.mean(), ""
     if len(diff) > 1:
-        half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
-        spread = (
-            f" (sd {diff.std(ddof=1):.1f}; 95 % t interval of the mean "
-            f"[{diff.mean() - half:+.1f}, {diff.mean() + half:+.1f}])"
-        )
+        sd = diff.std(ddof=1)
+        half = stats.t.ppf(0.975, len(diff) - 1) * sd / np.sqrt(len(diff))
+        spread = f" (sd {sd:.1f}; 95 % t interval of the mean [{mean - half:+.1f}, {mean + half:+.1f}])"
     return (
-        f"{diff.mean():+.1f} points{spread}, ahead in {int((diff > 0).sum())}, "
+        f"{mean:+.1f} points{spread}, ahead in {int((diff > 0).sum())}, "
         f"behind in {int((diff < 0).sum())}, level in {int((diff == 0).sum())} of {len(diff)} folds"
     )
 
