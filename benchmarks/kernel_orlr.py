@@ -225,25 +225,30 @@ def environment() -> dict[str, object]:
     }
 
 
-def _saved_rows(path: Path, settings: dict, folds: list[int]) -> tuple[list[dict], list[dict | None]]:
-    """The rows of ``folds`` saved in ``path`` (JSON lines) for ``settings``, and each row's
-    ``environment()`` (None where a line predates it): refuses missing, repeated and foreign folds."""
-    rows: dict[int, dict[str, float]] = {}
-    envs: dict[int, dict | None] = {}
+def saved_lines(path: Path, settings: dict) -> dict[int, tuple[dict, dict | None]]:
+    """Each fold saved in ``path`` (JSON lines) for ``settings``: its row and ``environment()`` (None
+    where a line predates it); refuses lines saved with other settings and folds saved twice."""
+    lines: dict[int, tuple[dict, dict | None]] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         record = json.loads(line)
         if record["settings"] != settings:
             raise SystemExit(
                 f"{path}:{number}: saved with other settings {record['settings']}, not {settings}"
             )
-        if record["fold"] in rows:
+        if record["fold"] in lines:
             raise SystemExit(f"{path}:{number}: fold {record['fold']} saved twice; keep one line per fold")
-        rows[record["fold"]] = record["row"]
-        envs[record["fold"]] = record.get("env")
-    missing = sorted(set(folds) - set(rows))
+        lines[record["fold"]] = (record["row"], record.get("env"))
+    return lines
+
+
+def saved_rows(path: Path, settings: dict, folds: list[int]) -> tuple[list[dict], list[dict | None]]:
+    """The rows of ``folds`` saved in ``path`` for ``settings`` (``saved_lines``), and each row's
+    environment: refuses missing folds too."""
+    lines = saved_lines(path, settings)
+    missing = sorted(set(folds) - set(lines))
     if missing:
         raise SystemExit(f"{path}: folds {missing} not saved yet; run them with --run-folds")
-    return [rows[f] for f in folds], [envs[f] for f in folds]
+    return [lines[f][0] for f in folds], [lines[f][1] for f in folds]
 
 
 def environments_note(envs: list[dict | None], folds: list[int]) -> str | None:
@@ -300,7 +305,7 @@ def run_in_parts(
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
         folds = sorted(run)
-        rows, envs = _saved_rows(args.save, settings, folds)
+        rows, envs = saved_rows(args.save, settings, folds)
         summarise(rows, folds)
         note = environments_note(envs, folds)
         if note is not None:

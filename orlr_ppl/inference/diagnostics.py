@@ -50,6 +50,7 @@ from .posterior_tables import INTERPRETABLE as INTERPRETABLE
 from .posterior_tables import TABLE_COLUMNS as TABLE_COLUMNS
 from .posterior_tables import chain_means as chain_means
 from .posterior_tables import convergence_table as convergence_table
+from .posterior_tables import divergent_draw_ranks as divergent_draw_ranks
 from .posterior_tables import quiet_arviz
 
 RHAT_MAX = 1.01
@@ -64,6 +65,12 @@ PARETO_K_MAX = 0.7
 """Largest acceptable PSIS-LOO Pareto k-hat per bag."""
 N_WORST = 5
 """Parameters (or bags) named in a problem sentence, worst first."""
+DIVERGENT_Z = 4.0
+"""``|z|`` of ``divergent_draw_ranks`` above which the divergence sentence names a parameter: divergent
+draws that far from a random subset of its draws (two-sided p below 1e-4 each, so among a few hundred
+scalars chance names one in a few dozen fits)."""
+N_DIVERGENT_NAMED = 3
+"""Parameters named where the divergent draws sit, furthest first."""
 
 
 class ConvergenceWarning(UserWarning):
@@ -119,7 +126,8 @@ def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     Returns a dict with ``n_chains``, ``n_draws`` (per chain), ``n_draws_planned``
     (fewer than ``n_draws`` when unconverged chains went on); ``mcmc`` (True
     when there is a ``sample_stats`` group, i.e. NUTS; an SVI posterior has
-    none); ``n_divergent``; ``max_tree_depth`` (``sample_stats.attrs``),
+    none); ``n_divergent`` and ``n_divergent_per_chain`` (a list);
+    ``max_tree_depth`` (``sample_stats.attrs``),
     ``n_at_max_treedepth``, ``mean_tree_depth``, ``mean_n_steps`` (leapfrog
     steps per transition); ``target_accept_prob`` (``sample_stats.attrs``);
     ``step_size`` and ``bfmi`` (E-BFMI) as lists, one value per chain;
@@ -137,6 +145,8 @@ def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     }
     diverging = _stat(stats, "diverging")
     out["n_divergent"] = None if diverging is None else int(np.sum(diverging))
+    per_chain = None if diverging is None else diverging.reshape(diverging.shape[0], -1).sum(1)
+    out["n_divergent_per_chain"] = None if per_chain is None else [int(v) for v in per_chain]
     planned = None if stats is None else stats.attrs.get("num_samples_planned")
     out["n_draws_planned"] = None if planned is None else int(planned)
     depth = _stat(stats, "tree_depth")
@@ -178,6 +188,27 @@ def _divergence_remedy(target: float | None) -> str:
     )
 
 
+def _divergence_places(stats: dict[str, Any], ranks: pd.DataFrame | None) -> str:
+    """``"; per chain 0, 31, 0, 0; divergent draws sit at low tau (mean rank 0.04, z -8.1)"``.
+
+    Chains are listed when there are several; parameters when their divergent draws sit
+    ``DIVERGENT_Z`` sds or more from a random subset (``divergent_draw_ranks``), up to
+    ``N_DIVERGENT_NAMED``, furthest first.
+    """
+    out = ""
+    per_chain = stats.get("n_divergent_per_chain")
+    if per_chain is not None and len(per_chain) > 1:
+        out += "; per chain " + ", ".join(str(v) for v in per_chain)
+    if ranks is not None and len(ranks):
+        far = ranks[ranks["z"].abs() >= DIVERGENT_Z].iloc[:N_DIVERGENT_NAMED]
+        if len(far):
+            out += "; divergent draws sit at " + ", ".join(
+                f"{'low' if row.z < 0 else 'high'} {name} (mean rank {row.mean_rank:.2f}, z {row.z:+.1f})"
+                for name, row in far.iterrows()
+            )
+    return out
+
+
 def _worst(values: pd.Series, largest: bool, fmt: str) -> str:
     """``"W[0, 1] 1.08, beta[2] 1.05, …"``: up to ``N_WORST`` entries, worst first (NaN worst)."""
     key = values.fillna(np.inf if largest else -np.inf)
@@ -205,7 +236,10 @@ def _mixing_failures(table: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def convergence_problems(
-    table: pd.DataFrame | None, stats: dict[str, Any], means: pd.DataFrame | None = None
+    table: pd.DataFrame | None,
+    stats: dict[str, Any],
+    means: pd.DataFrame | None = None,
+    divergence_ranks: pd.DataFrame | None = None,
 ) -> list[str]:
     """One sentence per failed check, naming the worst parameters (or bags), worst first.
 
@@ -215,6 +249,9 @@ def convergence_problems(
             only the PSIS-LOO check applies.
         means: from ``chain_means`` (optional): the R-hat sentence then gives
             the worst parameter's mean in each chain beside its posterior sd.
+        divergence_ranks: from ``divergent_draw_ranks`` (optional): the
+            divergence sentence then names the parameters at whose low or high
+            values the divergent draws cluster.
     Returns:
         E.g. ``["R-hat above 1.01 for 12 parameters (worst: W[x-box, j] 1.08, …; chain means of
         W[x-box, j]: 0.15, 1.02, 0.98, 1.91 against a posterior sd of 0.62)"]``;
@@ -251,6 +288,7 @@ def convergence_problems(
         problems.append(
             f"{_count(n_div, 'divergent transition')} ({100 * n_div / max(total, 1):.1f}% of {total} draws): "
             "the sampler missed regions of high curvature, so the draws may be biased"
+            + _divergence_places(stats, divergence_ranks)
             + _divergence_remedy(stats.get("target_accept_prob"))
         )
     at_max = stats.get("n_at_max_treedepth")
@@ -290,6 +328,8 @@ class Diagnostics(NamedTuple):
         problems: ``convergence_problems``, one sentence per failed check.
         converged: no problems.
         chain_means: ``chain_means``, each scalar's mean per chain (None for SVI).
+        divergence_ranks: ``divergent_draw_ranks``, where the divergent draws
+            sit in each scalar (None for SVI; empty without divergences).
     """
 
     table: pd.DataFrame
@@ -297,6 +337,7 @@ class Diagnostics(NamedTuple):
     problems: list[str]
     converged: bool
     chain_means: pd.DataFrame | None = None
+    divergence_ranks: pd.DataFrame | None = None
 
     def summary_lines(self) -> list[str]:
         """A short text report: R-hat, ESS, divergences, tree depth, E-BFMI, LOO k-hat, verdict."""
@@ -356,8 +397,9 @@ def diagnose(
     table = convergence_table(idata, class_names, feature_names)
     stats = sampler_summary(idata)
     means = chain_means(idata, class_names, feature_names) if stats["mcmc"] else None
-    problems = convergence_problems(table, stats, means)
-    return Diagnostics(table, stats, problems, not problems, means)
+    ranks = divergent_draw_ranks(idata, class_names, feature_names) if stats["mcmc"] else None
+    problems = convergence_problems(table, stats, means, ranks)
+    return Diagnostics(table, stats, problems, not problems, means, ranks)
 
 
 def warning_message(diagnostics: Diagnostics) -> str:

@@ -1,8 +1,9 @@
 """Per-scalar tables of a posterior: convergence statistics and each chain's mean.
 
-``convergence_table`` (mean, sd, R-hat, bulk/tail ESS, through ArviZ) and
-``chain_means`` share their row labels (``W[x-box, j]``, ``beta[j]``, ...), so a
-row of one is found in the other; ``diagnostics`` checks them.
+``convergence_table`` (mean, sd, R-hat, bulk/tail ESS, through ArviZ),
+``chain_means`` and ``divergent_draw_ranks`` share their row labels
+(``W[x-box, j]``, ``beta[j]``, ...), so a row of one is found in the others;
+``diagnostics`` checks them.
 """
 
 from __future__ import annotations
@@ -76,6 +77,21 @@ def convergence_table(
     return table[TABLE_COLUMNS]
 
 
+def _scalar_draws(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None,
+    feature_names: Sequence[str] | None,
+) -> dict[str, np.ndarray]:
+    """Each scalar of the table's sites as its (chain, draw) array, keyed by its table row label."""
+    named = with_names(idata, class_names, feature_names)
+    names = _table_vars(named.posterior)
+    labeller = az.labels.BaseLabeller()  # ArviZ's own row labels, as az.summary writes them
+    scalars = az.sel_utils.xarray_var_iter(
+        named.posterior[names], var_names=names, skip_dims={"chain", "draw"}
+    )
+    return {labeller.make_label_flat(var, sel, isel): np.asarray(v) for var, sel, isel, v in scalars}
+
+
 def chain_means(
     idata: az.InferenceData,
     class_names: Sequence[str] | None = None,
@@ -92,10 +108,57 @@ def chain_means(
         (scalars, n_chains) frame, index as ``convergence_table``'s, columns
         the chain numbers.
     """
-    named = with_names(idata, class_names, feature_names)
-    names = _table_vars(named.posterior)
-    means = named.posterior[names].mean("draw")
-    labeller = az.labels.BaseLabeller()  # ArviZ's own row labels, as az.summary writes them
-    scalars = az.sel_utils.xarray_var_iter(means, var_names=names, skip_dims={"chain"})
-    rows = {labeller.make_label_flat(var, sel, isel): np.asarray(v) for var, sel, isel, v in scalars}
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(range(means.sizes["chain"])))
+    draws = _scalar_draws(idata, class_names, feature_names)
+    rows = {label: values.mean(axis=1) for label, values in draws.items()}
+    n_chains = int(idata.posterior.sizes["chain"])
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(range(n_chains)))
+
+
+DIVERGENT_RANK_COLUMNS = ["mean_rank", "z"]
+"""``divergent_draw_ranks``'s columns."""
+
+
+def divergent_draw_ranks(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Where the divergent draws sit in each scalar's posterior: the mean rank of their values.
+
+    Divergences that cluster at one end of a parameter (small ``tau``: the
+    funnel's neck) point at the geometry the sampler cannot follow; spread at
+    random, they point nowhere. Each scalar's ``N`` draws (all chains) are
+    ranked, ties averaged, and scaled to ``u = (rank - 1/2) / N`` in (0, 1);
+    ``mean_rank`` is the mean ``u`` over the ``m`` divergent draws. Were those
+    ``m`` draws a random subset, ``mean_rank`` would have mean 1/2 and
+    variance ``(N^2 - 1) / (12 N^2 m) * (N - m) / (N - 1)`` (sampling without
+    replacement), and ``z`` is its deviation in those sds.
+
+    Args:
+        idata: with ``posterior`` and ``sample_stats.diverging`` (chain, draw).
+        class_names, feature_names: as in ``convergence_table``.
+    Returns:
+        (scalars, 2) frame, columns ``DIVERGENT_RANK_COLUMNS``, index as
+        ``convergence_table``'s, sorted by ``|z|``, largest first; empty when
+        there is no ``sample_stats.diverging``, no divergent draw, or every
+        draw diverged. A scalar constant over all draws has ``z`` 0.
+    """
+    empty = pd.DataFrame(columns=DIVERGENT_RANK_COLUMNS, dtype=float)
+    stats = idata.sample_stats if "sample_stats" in idata.groups() else None
+    if stats is None or "diverging" not in stats:
+        return empty
+    divergent = np.asarray(stats["diverging"], bool).ravel()
+    n, m = divergent.size, int(divergent.sum())
+    if m == 0 or m == n:
+        return empty
+    from scipy.stats import rankdata
+
+    draws = _scalar_draws(idata, class_names, feature_names)
+    labels = list(draws)
+    values = np.stack([draws[label].ravel() for label in labels], axis=1)  # (N, scalars)
+    u = (rankdata(values, axis=0) - 0.5) / n
+    mean_rank = u[divergent].mean(axis=0)
+    sd = np.sqrt((n**2 - 1) / (12 * n**2 * m) * (n - m) / max(n - 1, 1))
+    z = np.where(np.ptp(values, axis=0) > 0, (mean_rank - 0.5) / sd, 0.0)
+    table = pd.DataFrame({"mean_rank": mean_rank, "z": z}, index=labels)
+    return table.iloc[np.argsort(-np.abs(z), kind="stable")]
