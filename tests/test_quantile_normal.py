@@ -286,3 +286,26 @@ def test_an_unconverged_posterior_names_the_heavy_tailed_features_its_failing_we
     # Mapped to a Normal already, or with no feature that far out: no note.
     for est in (_short_nuts(QN, 40.0), _short_nuts(True, 3.0)):
         assert not any("heavy-tailed" in p for p in est.diagnostics().problems)
+
+
+def test_a_loaded_posterior_reports_the_heavy_tailed_features_as_the_fit_did(tmp_path) -> None:
+    est = _short_nuts(True, 40.0)
+    assert est.heavy_tailed_features_ == {"0": pytest.approx(7.0, abs=0.05)}
+    est.save(tmp_path / "m")
+    loaded = ORLR.load(tmp_path / "m")
+    assert loaded.heavy_tailed_features_ == pytest.approx(est.heavy_tailed_features_)
+    assert loaded.diagnostics().problems == est.diagnostics().problems
+    assert "f = 0 (7.0 sd)." in loaded.diagnostics().problems[-1]
+
+    meta_file = tmp_path / "m" / "metadata.json"
+    meta = json.loads(meta_file.read_text())
+    del meta["fitted"]["heavy_tailed_features_"]  # saved before the record was kept: no note, no error
+    meta_file.write_text(json.dumps(meta))
+    older = ORLR.load(tmp_path / "m").diagnostics().problems
+    assert older == [p for p in est.diagnostics().problems if "heavy-tailed" not in p]
+    meta["fitted"]["heavy_tailed_features_"] = ["0", 7.0]
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(
+        ValueError, match=r"metadata.json: 'fitted' holds heavy_tailed_features_ \['0', 7.0\]"
+    ):
+        ORLR.load(tmp_path / "m")

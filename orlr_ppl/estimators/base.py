@@ -392,9 +392,9 @@ class _BagClassifier(BaseEstimator):
         )
         for k, v in {**scaling, **values}.items():
             setattr(model, k, v)
-        model._check_loaded(param_file)
         for k, v in (meta.get("fitted") or {}).items():
             setattr(model, k, v)
+        model._check_loaded(param_file)  # after the fitted scalars, so that it can check them too
         if meta.get("training_data"):
             model.training_shape_ = meta["training_data"]
         if meta.get("class_names"):

@@ -180,7 +180,10 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
     rewrites them for raw features. EM/MAP:
     ``log_posterior_``, ``n_iter_``, ``converged_``, and for EM ``history_``;
     NUTS/SVI: ``posterior_`` (``arviz.InferenceData``), ``coef_draws_``
-    (S, d, C), ``intercept_draws_`` (S, C), and for SVI ``losses_``; from a
+    (S, d, C), ``intercept_draws_`` (S, C), for SVI ``losses_``, and on
+    linear features ``heavy_tailed_features_`` (name -> largest training
+    |z|, for the features reaching ``HEAVY_TAIL_Z``: the convergence report
+    names those that carry failing weights, also after ``load``); from a
     ``MIMLData``: ``class_names_``, ``feature_names_`` (also the posterior's
     ``class``/``feature`` coordinates); from named labels: ``class_names_``.
 
@@ -302,7 +305,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             warnings.warn(
                 f"{', '.join(ignored)}: NUTS settings, which method={self.method!r} ignores", stacklevel=2
             )
-        self._diagnostics = self._heavy_features = None
+        self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         if instance_labels is not None and self.prune > 0:
             raise ValueError("prune leaves bags out: give instance_labels with prune=0")
@@ -336,7 +339,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         self._drop_zero_rows()
         # The warnings are issued here, with stacklevel 2, so that they point at the caller of fit.
         if hasattr(self, "posterior_"):
-            self._diagnostics = self._warn_if_unconverged()
+            self._diagnostics = self._posterior_diagnostics(warn=True)
         elif not self.converged_ and not self._stochastic():
             from ..inference.diagnostics import ConvergenceWarning
 
@@ -405,12 +408,12 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         change of the log posterior (EM), ``problems``). Both have
         ``summary_lines()`` for a short text report.
         """
-        from ..inference.diagnostics import diagnose, optimizer_diagnostics
+        from ..inference.diagnostics import optimizer_diagnostics
 
         check_is_fitted(self, "n_classes_")
         if hasattr(self, "posterior_"):
-            if getattr(self, "_diagnostics", None) is None:
-                self._diagnostics = diagnose(self.posterior_)
+            if getattr(self, "_diagnostics", None) is None:  # a loaded model: its report is built once
+                self._diagnostics = self._posterior_diagnostics(warn=False)
             return self._diagnostics
         history, change = getattr(self, "history_", None), None
         if history is not None and len(history) > 1:

@@ -22,6 +22,9 @@ class _ORLRPersistence:
         if getattr(self, "n_pruned_rows_", 0):
             pruned["n_pruned_rows_"] = int(self.n_pruned_rows_)
         if hasattr(self, "posterior_"):
+            heavy = getattr(self, "heavy_tailed_features_", None)
+            if heavy is not None:  # the convergence report of the loaded model names them too
+                pruned["heavy_tailed_features_"] = {str(f): float(z) for f, z in heavy.items()}
             return pruned
         return {
             **pruned,
@@ -54,4 +57,13 @@ class _ORLRPersistence:
                 raise ValueError(f"{nc} is missing: a {self.method} model keeps its posterior there")
             self._set_posterior(read_posterior(nc))
             self._diagnostics = None
+        heavy = getattr(self, "heavy_tailed_features_", None)
+        if heavy is not None and not (
+            isinstance(heavy, dict)
+            and all(isinstance(z, (int, float)) and not isinstance(z, bool) for z in heavy.values())
+        ):
+            raise ValueError(
+                f"{param_file.parent / 'metadata.json'}: 'fitted' holds heavy_tailed_features_ {heavy!r}; "
+                "expected an object of feature name -> largest |z| (numbers): re-save the model with save()"
+            )
         super()._check_loaded(param_file)

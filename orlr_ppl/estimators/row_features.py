@@ -39,8 +39,8 @@ class _RowFeatures(_KernelFeatures):
 
     def _check_linear_features(self, feats: list[np.ndarray], n_outputs: int) -> None:
         """Before a posterior fit on linear features: warn, naming them, when some features are
-        combinations of the others (``collinearity``), and note the heavy-tailed ones for
-        ``_warn_if_unconverged``.
+        combinations of the others (``collinearity``), and keep the heavy-tailed ones in
+        ``heavy_tailed_features_`` for the convergence report (``_posterior_diagnostics``).
 
         A MAP is unique along dependent directions, but a posterior holds the prior's whole width there.
         """
@@ -48,15 +48,22 @@ class _RowFeatures(_KernelFeatures):
         dep = linear_dependencies(x, names)
         if dep.redundant:
             warnings.warn(describe_dependencies(dep, n_outputs), CollinearityWarning, stacklevel=3)
-        self._heavy_features = heavy_tailed_features(x, self.standardize, names)
+        self.heavy_tailed_features_ = heavy_tailed_features(x, self.standardize, names)
 
-    def _warn_if_unconverged(self) -> Diagnostics:
-        """``posterior_``'s diagnostics, with one ``ConvergenceWarning`` (pointing at the caller of
-        ``fit``) when a check fails, which names the heavy-tailed features carrying failing weights."""
-        from ..inference.diagnostics import warn_if_unconverged
+    def _posterior_diagnostics(self, warn: bool) -> Diagnostics:
+        """``posterior_``'s diagnostics, whose problems end with the heavy-tailed features carrying
+        failing weights; with ``warn``, one ``ConvergenceWarning`` (pointing at the caller of ``fit``)
+        when a check fails. A loaded model reads those features from its ``metadata.json``."""
+        from ..inference.diagnostics import diagnose, warn_if_unconverged
 
-        heavy = self._heavy_features or {}  # None: kernel features, or no check before the fit
-        return warn_if_unconverged(self.posterior_, stacklevel=3, note=partial(heavy_tail_note, heavy))
+        # Absent: kernel features, or a model saved before the record was kept.
+        heavy = getattr(self, "heavy_tailed_features_", None) or {}
+        note = partial(heavy_tail_note, heavy)
+        if warn:
+            return warn_if_unconverged(self.posterior_, stacklevel=3, note=note)
+        diag = diagnose(self.posterior_)
+        extra = note(diag) if diag.problems else ""
+        return diag._replace(problems=[*diag.problems, extra]) if extra else diag
 
     def _check_row_params(self) -> None:
         if self.prior not in WEIGHT_PRIORS:
