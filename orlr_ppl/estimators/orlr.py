@@ -180,10 +180,9 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
     rewrites them for raw features. EM/MAP:
     ``log_posterior_``, ``n_iter_``, ``converged_``, and for EM ``history_``;
     NUTS/SVI: ``posterior_`` (``arviz.InferenceData``), ``coef_draws_``
-    (S, d, C), ``intercept_draws_`` (S, C), for SVI ``losses_``, and on
-    linear features ``heavy_tailed_features_`` (name -> largest training
-    |z|, for the features reaching ``HEAVY_TAIL_Z``: the convergence report
-    names those that carry failing weights, also after ``load``); from a
+    (S, d, C), ``intercept_draws_`` (S, C), for SVI ``losses_``, and on linear
+    features ``heavy_tailed_features_`` (name -> largest training |z|, those
+    reaching ``HEAVY_TAIL_Z``, for the convergence report); from a
     ``MIMLData``: ``class_names_``, ``feature_names_`` (also the posterior's
     ``class``/``feature`` coordinates); from named labels: ``class_names_``.
 

@@ -36,16 +36,18 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+# Re-exported (DIVERGENT_Z, the tables): the divergence sentence's additions (``divergences``) and
+# the per-scalar tables live in their own modules, the checks on them here.
+from .divergences import DIVERGENT_Z as DIVERGENT_Z
+from .divergences import divergence_places, divergence_remedy
 from .inference_data import az
 
-# Re-exported: the estimators and the tests import the EM/MAP report from here. The import runs one
-# way only (point_diagnostics needs neither ArviZ nor this module), so there is no cycle.
+# Re-exported: the estimators and the tests import the EM/MAP report from here (point_diagnostics
+# needs neither ArviZ nor this module, so there is no cycle); then the tables.
 from .point_diagnostics import OPTIMIZERS as OPTIMIZERS
 from .point_diagnostics import PointDiagnostics as PointDiagnostics
 from .point_diagnostics import count_noun as _count
 from .point_diagnostics import optimizer_diagnostics as optimizer_diagnostics
-
-# Re-exported too: the tables live in their own module, the checks on them here.
 from .posterior_tables import INTERPRETABLE as INTERPRETABLE
 from .posterior_tables import TABLE_COLUMNS as TABLE_COLUMNS
 from .posterior_tables import chain_means as chain_means
@@ -65,12 +67,6 @@ PARETO_K_MAX = 0.7
 """Largest acceptable PSIS-LOO Pareto k-hat per bag."""
 N_WORST = 5
 """Parameters (or bags) named in a problem sentence, worst first."""
-DIVERGENT_Z = 4.0
-"""``|z|`` of ``divergent_draw_ranks`` above which the divergence sentence names a parameter: divergent
-draws that far from a random subset of its draws (two-sided p below 1e-4 each, so among a few hundred
-scalars chance names one in a few dozen fits)."""
-N_DIVERGENT_NAMED = 3
-"""Parameters named where the divergent draws sit, furthest first."""
 
 
 class ConvergenceWarning(UserWarning):
@@ -170,45 +166,6 @@ def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     return out
 
 
-def _divergence_remedy(target: float | None) -> str:
-    """What to try after divergences, given the fit's target acceptance (None: not recorded)."""
-    if target is None:
-        return ""
-    if target >= 0.99:
-        return (
-            f"; the fit's target acceptance, {target:.2f}, is already high: reparametrise the model "
-            "or change its prior"
-        )
-    # A higher target makes warmup adapt a smaller step, which follows curvature that a larger
-    # step jumps over (the group horseshoe on HJA union diverges at 0.8: REPRODUCTION.md).
-    higher = 0.95 if target < 0.95 else 0.99
-    return (
-        f"; refit with a target acceptance above this fit's {target:.2f} (target_accept, e.g. "
-        f"{higher:.2f}), so that warmup adapts smaller steps"
-    )
-
-
-def _divergence_places(stats: dict[str, Any], ranks: pd.DataFrame | None) -> str:
-    """``"; per chain 0, 31, 0, 0; divergent draws sit at low tau (mean rank 0.04, z -8.1)"``.
-
-    Chains are listed when there are several; parameters when their divergent draws sit
-    ``DIVERGENT_Z`` sds or more from a random subset (``divergent_draw_ranks``), up to
-    ``N_DIVERGENT_NAMED``, furthest first.
-    """
-    out = ""
-    per_chain = stats.get("n_divergent_per_chain")
-    if per_chain is not None and len(per_chain) > 1:
-        out += "; per chain " + ", ".join(str(v) for v in per_chain)
-    if ranks is not None and len(ranks):
-        far = ranks[ranks["z"].abs() >= DIVERGENT_Z].iloc[:N_DIVERGENT_NAMED]
-        if len(far):
-            out += "; divergent draws sit at " + ", ".join(
-                f"{'low' if row.z < 0 else 'high'} {name} (mean rank {row.mean_rank:.2f}, z {row.z:+.1f})"
-                for name, row in far.iterrows()
-            )
-    return out
-
-
 def _worst(values: pd.Series, largest: bool, fmt: str) -> str:
     """``"W[0, 1] 1.08, beta[2] 1.05, …"``: up to ``N_WORST`` entries, worst first (NaN worst)."""
     key = values.fillna(np.inf if largest else -np.inf)
@@ -288,8 +245,8 @@ def convergence_problems(
         problems.append(
             f"{_count(n_div, 'divergent transition')} ({100 * n_div / max(total, 1):.1f}% of {total} draws): "
             "the sampler missed regions of high curvature, so the draws may be biased"
-            + _divergence_places(stats, divergence_ranks)
-            + _divergence_remedy(stats.get("target_accept_prob"))
+            + divergence_places(stats, divergence_ranks)
+            + divergence_remedy(stats.get("target_accept_prob"))
         )
     at_max = stats.get("n_at_max_treedepth")
     if mcmc and at_max:
