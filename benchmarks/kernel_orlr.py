@@ -241,7 +241,7 @@ def saved_lines(path: Path, settings: dict) -> dict[int, tuple[dict, dict | None
     return lines
 
 
-def saved_rows(path: Path, settings: dict, folds: list[int]) -> tuple[list[dict], list[dict | None]]:
+def _saved_rows(path: Path, settings: dict, folds: list[int]) -> tuple[list[dict], list[dict | None]]:
     """The rows of ``folds`` saved in ``path`` for ``settings`` (``saved_lines``), and each row's
     environment: refuses missing folds too."""
     lines = saved_lines(path, settings)
@@ -305,7 +305,7 @@ def run_in_parts(
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
         folds = sorted(run)
-        rows, envs = saved_rows(args.save, settings, folds)
+        rows, envs = _saved_rows(args.save, settings, folds)
         summarise(rows, folds)
         note = environments_note(envs, folds)
         if note is not None:

@@ -49,7 +49,6 @@ from kernel_orlr import (
     paired_difference,
     run_in_parts,
     saved_lines,
-    saved_rows,
     timed_fit,
     without_dependent,
 )  # benchmarks/ is on the path
@@ -135,6 +134,7 @@ def _fold(train, test, args, fold: int) -> dict[str, float | str]:
         "ess_bulk": float(table["ess_bulk"].min()),
         "ess_tail": float(table["ess_tail"].min()),
         "divergent": int(diag.sampler["n_divergent"]),
+        "mean_n_steps": diag.sampler["mean_n_steps"],  # leapfrog steps a transition: the cost
         "divergent_per_chain": diag.sampler["n_divergent_per_chain"],
         # Where the divergent draws sit: the scalars furthest from a random subset of draws, with
         # their mean rank and z (diagnostics.divergent_draw_ranks); named in the warning past |z| 4.
@@ -192,31 +192,41 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
 
 
 def _by_rule(
-    rows: list[dict], envs: list[dict | None], reruns: dict[int, tuple[dict, dict | None]], folds: list[int]
+    firsts: dict[int, tuple[dict, dict | None]], reruns: dict[int, tuple[dict, dict | None]], folds: list[int]
 ) -> tuple[list[dict], list[dict | None], list[str]]:
     """Each fold's row and environment under the rerun rule, and a line per fold saying which run
-    it takes.
+    it takes (``firsts``, ``reruns``: fold -> (row, environment), as ``saved_lines`` reads them).
 
-    A fold converged in ``rows`` keeps that row; a failed one takes its rerun where there is one
+    A fold converged in ``firsts`` keeps that row; a failed one takes its rerun where there is one
     (converged or not: the summary counts it either way), else keeps the failed row, marked pending.
+    A fold run at ``RERUN_TARGET`` only (from fold 4 on, REPRODUCTION.md) takes that run.
     """
+    missing = [f for f in folds if f not in firsts and f not in reruns]
+    if missing:
+        raise SystemExit(f"folds {missing} saved in neither file; run them with --run-folds")
     chosen, chosen_envs, lines = [], [], []
-    for fold, row, env in zip(folds, rows, envs, strict=True):
-        line = f"fold {fold}: {'converged' if _converged(row) else 'failed'} ({row['divergent']} div)"
-        if fold in reruns and not _converged(row):
-            rerun, env = reruns[fold]
-            if rerun["l21_map"] != row["l21_map"]:  # same fold, same seed: the MAP cannot move
-                raise SystemExit(
-                    f"fold {fold}: the rerun's l2,1 MAP scored {rerun['l21_map']}, the first run's "
-                    f"{row['l21_map']}; the two runs did not fit the same fold alike"
-                )
-            verdict = "converged" if _converged(rerun) else "failed"
-            line += f" -> at {RERUN_TARGET}: {verdict} ({rerun['divergent']} div)"
-            row = rerun
-        elif fold in reruns:
-            line += " (its rerun is ignored)"
-        elif not _converged(row):
-            line += f", rerun at {RERUN_TARGET} pending"
+    for fold in folds:
+        if fold not in firsts:
+            row, env = reruns[fold]
+            verdict = "converged" if _converged(row) else "failed"
+            line = f"fold {fold}: run at {RERUN_TARGET} only: {verdict} ({row['divergent']} div)"
+        else:
+            row, env = firsts[fold]
+            line = f"fold {fold}: {'converged' if _converged(row) else 'failed'} ({row['divergent']} div)"
+            if fold in reruns and not _converged(row):
+                rerun, env = reruns[fold]
+                if rerun["l21_map"] != row["l21_map"]:  # same fold, same seed: the MAP cannot move
+                    raise SystemExit(
+                        f"fold {fold}: the rerun's l2,1 MAP scored {rerun['l21_map']}, the first run's "
+                        f"{row['l21_map']}; the two runs did not fit the same fold alike"
+                    )
+                verdict = "converged" if _converged(rerun) else "failed"
+                line += f" -> at {RERUN_TARGET}: {verdict} ({rerun['divergent']} div)"
+                row = rerun
+            elif fold in reruns:
+                line += " (its rerun is ignored)"
+            elif not _converged(row):
+                line += f", rerun at {RERUN_TARGET} pending"
         chosen.append(row)
         chosen_envs.append(env)
         lines.append(line)
@@ -228,9 +238,9 @@ def _summarise_by_rule(args: argparse.Namespace, settings: dict) -> None:
     settings = json.loads(json.dumps(settings))  # as a saved line reads back
     run = range(args.folds) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
     folds = sorted(run)
-    rows, envs = saved_rows(args.save, settings, folds)
+    firsts = saved_lines(args.save, settings)
     reruns = saved_lines(args.reruns, {**settings, "target_accept": RERUN_TARGET})
-    chosen, chosen_envs, lines = _by_rule(rows, envs, reruns, folds)
+    chosen, chosen_envs, lines = _by_rule(firsts, reruns, folds)
     print("\n".join(lines))
     _summarise(chosen, folds)
     note = environments_note(chosen_envs, folds)

@@ -157,20 +157,26 @@ def test_the_rerun_rule_takes_each_folds_converged_run_and_says_which() -> None:
         diagnostics = {"r_hat": 1.004, "ess_bulk": 800.0, "ess_tail": 900.0, "divergent": divergent}
         return {"l21_map": map_acc, "horseshoe_nuts": acc, **diagnostics}
 
-    rows = [row(0.71, 0), row(0.72, 31), row(0.73, 1), row(0.74, 0)]
-    envs = [{"commit": "a"}] * 4
+    firsts = {
+        f: (r, {"commit": "a"})
+        for f, r in enumerate([row(0.71, 0), row(0.72, 31), row(0.73, 1), row(0.74, 0)])
+    }
     reruns = {1: (row(0.75, 0), {"commit": "b"}), 3: (row(0.76, 0), {"commit": "b"})}
-    chosen, chosen_envs, lines = shrinkage_vs_l21._by_rule(rows, envs, reruns, [0, 1, 2, 3])
-    assert [r["horseshoe_nuts"] for r in chosen] == [0.71, 0.75, 0.73, 0.74]
-    assert chosen_envs == [{"commit": "a"}, {"commit": "b"}, {"commit": "a"}, {"commit": "a"}]
+    reruns[4] = (row(0.77, 0), {"commit": "c"})  # a fold run at the rerun's target only
+    chosen, chosen_envs, lines = shrinkage_vs_l21._by_rule(firsts, reruns, [0, 1, 2, 3, 4])
+    assert [r["horseshoe_nuts"] for r in chosen] == [0.71, 0.75, 0.73, 0.74, 0.77]
+    assert [e["commit"] for e in chosen_envs] == ["a", "b", "a", "a", "c"]
     assert lines == [
         "fold 0: converged (0 div)",
         "fold 1: failed (31 div) -> at 0.98: converged (0 div)",
         "fold 2: failed (1 div), rerun at 0.98 pending",
         "fold 3: converged (0 div) (its rerun is ignored)",
+        "fold 4: run at 0.98 only: converged (0 div)",
     ]
     failed_again = {2: (row(0.70, 4), None)}  # a rerun that fails too is what the fold has
-    chosen, _, lines = shrinkage_vs_l21._by_rule(rows, envs, failed_again, [0, 1, 2, 3])
+    chosen, _, lines = shrinkage_vs_l21._by_rule(firsts, failed_again, [0, 1, 2, 3])
     assert chosen[2]["horseshoe_nuts"] == 0.70 and lines[2].endswith("-> at 0.98: failed (4 div)")
     with pytest.raises(SystemExit, match="fold 1: the rerun's l2,1 MAP scored 0.6"):
-        shrinkage_vs_l21._by_rule(rows, envs, {1: (row(0.75, 0, map_acc=0.6), None)}, [0, 1, 2, 3])
+        shrinkage_vs_l21._by_rule(firsts, {1: (row(0.75, 0, map_acc=0.6), None)}, [0, 1, 2, 3])
+    with pytest.raises(SystemExit, match=r"folds \[5\] saved in neither file"):
+        shrinkage_vs_l21._by_rule(firsts, reruns, [0, 5])
