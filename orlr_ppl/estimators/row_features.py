@@ -61,9 +61,7 @@ class _RowFeatures(_KernelFeatures):
         note = partial(heavy_tail_note, heavy)
         if warn:
             return warn_if_unconverged(self.posterior_, stacklevel=3, note=note)
-        diag = diagnose(self.posterior_)
-        extra = note(diag) if diag.problems else ""
-        return diag._replace(problems=[*diag.problems, extra]) if extra else diag
+        return diagnose(self.posterior_, note=note)
 
     def _check_row_params(self) -> None:
         if self.prior not in WEIGHT_PRIORS:

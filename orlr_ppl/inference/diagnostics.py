@@ -349,14 +349,22 @@ def diagnose(
     idata: az.InferenceData,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
+    *,
+    note: Callable[[Diagnostics], str] | None = None,
 ) -> Diagnostics:
-    """Every convergence check of a NUTS or SVI posterior (see the module docstring)."""
+    """Every convergence check of a NUTS or SVI posterior (see the module docstring).
+
+    ``note``: given the failed ``Diagnostics``, a sentence the caller knows and this module cannot
+    (e.g. about the data); when not empty it ends ``problems``.
+    """
     table = convergence_table(idata, class_names, feature_names)
     stats = sampler_summary(idata)
     means = chain_means(idata, class_names, feature_names) if stats["mcmc"] else None
     ranks = divergent_draw_ranks(idata, class_names, feature_names) if stats["mcmc"] else None
     problems = convergence_problems(table, stats, means, ranks)
-    return Diagnostics(table, stats, problems, not problems, means, ranks)
+    result = Diagnostics(table, stats, problems, not problems, means, ranks)
+    extra = note(result) if note is not None and problems else ""
+    return result._replace(problems=[*problems, extra]) if extra else result
 
 
 def warning_message(diagnostics: Diagnostics) -> str:
@@ -392,14 +400,9 @@ def warn_if_unconverged(
 
     Returns the ``Diagnostics`` (so callers need not compute them twice).
     ``stacklevel`` as in ``warnings.warn``, counted from the caller.
-    ``note``: given the failed ``Diagnostics``, a sentence the caller knows
-    and this module cannot (e.g. about the data); when not empty it ends the
-    returned ``problems``, and so the warning.
+    ``note``: as in ``diagnose``; it ends the warning too.
     """
-    result = diagnose(idata, class_names, feature_names)
-    extra = note(result) if note is not None and result.problems else ""
-    if extra:
-        result = result._replace(problems=[*result.problems, extra])
+    result = diagnose(idata, class_names, feature_names, note=note)
     if result.problems:
         warnings.warn(warning_message(result), ConvergenceWarning, stacklevel=stacklevel + 1)
     return result
