@@ -191,6 +191,11 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
         print(f"median {key}: {np.median([r[key] for r in rows]):.1f} s")
 
 
+def _verdict(row: dict) -> str:
+    """``"converged (0 div)"`` or ``"failed (31 div)"``: a NUTS row against the rule."""
+    return f"{'converged' if _converged(row) else 'failed'} ({row['divergent']} div)"
+
+
 def _by_rule(
     firsts: dict[int, tuple[dict, dict | None]], reruns: dict[int, tuple[dict, dict | None]], folds: list[int]
 ) -> tuple[list[dict], list[dict | None], list[str]]:
@@ -208,11 +213,10 @@ def _by_rule(
     for fold in folds:
         if fold not in firsts:
             row, env = reruns[fold]
-            verdict = "converged" if _converged(row) else "failed"
-            line = f"fold {fold}: run at {RERUN_TARGET} only: {verdict} ({row['divergent']} div)"
+            line = f"fold {fold}: run at {RERUN_TARGET} only: {_verdict(row)}"
         else:
             row, env = firsts[fold]
-            line = f"fold {fold}: {'converged' if _converged(row) else 'failed'} ({row['divergent']} div)"
+            line = f"fold {fold}: {_verdict(row)}"
             if fold in reruns and not _converged(row):
                 rerun, env = reruns[fold]
                 if rerun["l21_map"] != row["l21_map"]:  # same fold, same seed: the MAP cannot move
@@ -220,8 +224,7 @@ def _by_rule(
                         f"fold {fold}: the rerun's l2,1 MAP scored {rerun['l21_map']}, the first run's "
                         f"{row['l21_map']}; the two runs did not fit the same fold alike"
                     )
-                verdict = "converged" if _converged(rerun) else "failed"
-                line += f" -> at {RERUN_TARGET}: {verdict} ({rerun['divergent']} div)"
+                line += f" -> at {RERUN_TARGET}: {_verdict(rerun)}"
                 row = rerun
             elif fold in reruns:
                 line += " (its rerun is ignored)"
