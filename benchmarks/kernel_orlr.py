@@ -285,6 +285,18 @@ def _shown(value) -> str:
     return value if isinstance(value, str) else f"{value:.4g}"
 
 
+def as_saved(settings: dict) -> dict:
+    """``settings`` as a saved line reads back: tuples become JSON lists, so the two compare equal."""
+    return json.loads(json.dumps(settings))
+
+
+def run_folds(args: argparse.Namespace) -> list[int]:
+    """The folds ``--run-folds`` names (a comma list), or every one of ``--folds``, in order."""
+    if args.run_folds is None:
+        return list(range(args.folds))
+    return sorted({int(f) for f in args.run_folds.split(",")})
+
+
 def run_in_parts(
     args: argparse.Namespace,
     settings: dict,
@@ -299,12 +311,12 @@ def run_in_parts(
     gives each fold's row, appended to ``--save`` with the settings, and the folds of this run are
     summarised when there are several.
     """
-    settings = json.loads(json.dumps(settings))  # tuples as JSON lists, as a saved line reads back
-    run = set(range(args.folds)) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
+    settings = as_saved(settings)
+    run = run_folds(args)
     if args.summarise:
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
-        folds = sorted(run)
+        folds = run
         rows, envs = _saved_rows(args.save, settings, folds)
         summarise(rows, folds)
         note = environments_note(envs, folds)

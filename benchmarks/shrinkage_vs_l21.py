@@ -38,15 +38,16 @@ counts with its converged run. It prints which run each fold takes, and the summ
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from kernel_orlr import (
     add_part_options,
+    as_saved,
     environments_note,
     paired_difference,
+    run_folds,
     run_in_parts,
     saved_lines,
     timed_fit,
@@ -238,9 +239,8 @@ def _by_rule(
 
 def _summarise_by_rule(args: argparse.Namespace, settings: dict) -> None:
     """``--summarise --reruns``: the summary over each fold's run under the rerun rule."""
-    settings = json.loads(json.dumps(settings))  # as a saved line reads back
-    run = range(args.folds) if args.run_folds is None else {int(f) for f in args.run_folds.split(",")}
-    folds = sorted(run)
+    settings = as_saved(settings)
+    folds = run_folds(args)
     firsts = saved_lines(args.save, settings)
     reruns = saved_lines(args.reruns, {**settings, "target_accept": RERUN_TARGET})
     chosen, chosen_envs, lines = _by_rule(firsts, reruns, folds)
