@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orlr_ppl.inference.diagnostics import DIVERGENT_Z, diagnose, divergent_draw_ranks
+from orlr_ppl.inference.diagnostics import DIVERGENT_Z, chain_means, diagnose, divergent_draw_ranks
 from orlr_ppl.inference.inference_data import az
 
 
@@ -47,6 +47,7 @@ def test_divergences_at_the_neck_name_the_scale_and_its_end() -> None:
     assert "25 divergent transitions (2.5% of 1000 draws)" in sentence
     assert "; per chain 0, 20, 0, 5; divergent draws sit at low tau (mean rank 0.0" in sentence
     assert "W[" not in sentence and diag.divergence_ranks.equals(ranks)
+    assert diag.chain_means.equals(chain_means(_idata(tau, diverging)))  # both tables from one read
 
     high = diverging.copy()
     high[1] = False

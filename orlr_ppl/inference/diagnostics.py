@@ -51,9 +51,9 @@ from .point_diagnostics import optimizer_diagnostics as optimizer_diagnostics
 from .posterior_tables import INTERPRETABLE as INTERPRETABLE
 from .posterior_tables import TABLE_COLUMNS as TABLE_COLUMNS
 from .posterior_tables import chain_means as chain_means
+from .posterior_tables import chain_tables, quiet_arviz
 from .posterior_tables import convergence_table as convergence_table
 from .posterior_tables import divergent_draw_ranks as divergent_draw_ranks
-from .posterior_tables import quiet_arviz
 
 RHAT_MAX = 1.01
 """Largest acceptable split R-hat."""
@@ -359,8 +359,7 @@ def diagnose(
     """
     table = convergence_table(idata, class_names, feature_names)
     stats = sampler_summary(idata)
-    means = chain_means(idata, class_names, feature_names) if stats["mcmc"] else None
-    ranks = divergent_draw_ranks(idata, class_names, feature_names) if stats["mcmc"] else None
+    means, ranks = chain_tables(idata, class_names, feature_names) if stats["mcmc"] else (None, None)
     problems = convergence_problems(table, stats, means, ranks)
     result = Diagnostics(table, stats, problems, not problems, means, ranks)
     extra = note(result) if note is not None and problems else ""

@@ -108,9 +108,11 @@ def chain_means(
         (scalars, n_chains) frame, index as ``convergence_table``'s, columns
         the chain numbers.
     """
-    draws = _scalar_draws(idata, class_names, feature_names)
+    return _chain_means(_scalar_draws(idata, class_names, feature_names), int(idata.posterior.sizes["chain"]))
+
+
+def _chain_means(draws: dict[str, np.ndarray], n_chains: int) -> pd.DataFrame:
     rows = {label: values.mean(axis=1) for label, values in draws.items()}
-    n_chains = int(idata.posterior.sizes["chain"])
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(range(n_chains)))
 
 
@@ -143,17 +145,39 @@ def divergent_draw_ranks(
         there is no ``sample_stats.diverging``, no divergent draw, or every
         draw diverged. A scalar constant over all draws has ``z`` 0.
     """
-    empty = pd.DataFrame(columns=DIVERGENT_RANK_COLUMNS, dtype=float)
+    divergent = _divergent(idata)
+    if divergent is None:
+        return pd.DataFrame(columns=DIVERGENT_RANK_COLUMNS, dtype=float)
+    return _divergent_ranks(_scalar_draws(idata, class_names, feature_names), divergent)
+
+
+def chain_tables(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(chain_means, divergent_draw_ranks)`` of ``idata``, its draws read once for both."""
+    draws = _scalar_draws(idata, class_names, feature_names)
+    means = _chain_means(draws, int(idata.posterior.sizes["chain"]))
+    divergent = _divergent(idata)
+    if divergent is None:
+        return means, pd.DataFrame(columns=DIVERGENT_RANK_COLUMNS, dtype=float)
+    return means, _divergent_ranks(draws, divergent)
+
+
+def _divergent(idata: az.InferenceData) -> np.ndarray | None:
+    """The (chain * draw,) divergence flags; None when the ranks are undefined (none, all, or no stats)."""
     stats = idata.sample_stats if "sample_stats" in idata.groups() else None
     if stats is None or "diverging" not in stats:
-        return empty
+        return None
     divergent = np.asarray(stats["diverging"], bool).ravel()
-    n, m = divergent.size, int(divergent.sum())
-    if m == 0 or m == n:
-        return empty
+    return divergent if 0 < divergent.sum() < divergent.size else None
+
+
+def _divergent_ranks(draws: dict[str, np.ndarray], divergent: np.ndarray) -> pd.DataFrame:
     from scipy.stats import rankdata
 
-    draws = _scalar_draws(idata, class_names, feature_names)
+    n, m = divergent.size, int(divergent.sum())
     labels = list(draws)
     values = np.stack([draws[label].ravel() for label in labels], axis=1)  # (N, scalars)
     u = (rankdata(values, axis=0) - 0.5) / n
