@@ -146,9 +146,8 @@ def divergent_draw_ranks(
         draw diverged. A scalar constant over all draws has ``z`` 0.
     """
     divergent = _divergent(idata)
-    if divergent is None:
-        return pd.DataFrame(columns=DIVERGENT_RANK_COLUMNS, dtype=float)
-    return _divergent_ranks(_scalar_draws(idata, class_names, feature_names), divergent)
+    draws = {} if divergent is None else _scalar_draws(idata, class_names, feature_names)
+    return _divergent_ranks(draws, divergent)
 
 
 def chain_tables(
@@ -159,10 +158,7 @@ def chain_tables(
     """``(chain_means, divergent_draw_ranks)`` of ``idata``, its draws read once for both."""
     draws = _scalar_draws(idata, class_names, feature_names)
     means = _chain_means(draws, int(idata.posterior.sizes["chain"]))
-    divergent = _divergent(idata)
-    if divergent is None:
-        return means, pd.DataFrame(columns=DIVERGENT_RANK_COLUMNS, dtype=float)
-    return means, _divergent_ranks(draws, divergent)
+    return means, _divergent_ranks(draws, _divergent(idata))
 
 
 def _divergent(idata: az.InferenceData) -> np.ndarray | None:
@@ -174,7 +170,9 @@ def _divergent(idata: az.InferenceData) -> np.ndarray | None:
     return divergent if 0 < divergent.sum() < divergent.size else None
 
 
-def _divergent_ranks(draws: dict[str, np.ndarray], divergent: np.ndarray) -> pd.DataFrame:
+def _divergent_ranks(draws: dict[str, np.ndarray], divergent: np.ndarray | None) -> pd.DataFrame:
+    if divergent is None:
+        return pd.DataFrame(columns=DIVERGENT_RANK_COLUMNS, dtype=float)
     from scipy.stats import rankdata
 
     n, m = divergent.size, int(divergent.sum())
