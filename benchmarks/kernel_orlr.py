@@ -312,11 +312,10 @@ def run_in_parts(
     summarised when there are several.
     """
     settings = as_saved(settings)
-    run = run_folds(args)
+    folds = run_folds(args)
     if args.summarise:
         if args.save is None:
             raise SystemExit("--summarise reads the rows of --save FILE")
-        folds = run
         rows, envs = _saved_rows(args.save, settings, folds)
         summarise(rows, folds)
         note = environments_note(envs, folds)
@@ -327,7 +326,7 @@ def run_in_parts(
     print(f"{args.dataset}: {data!r}", flush=True)
     rows, fitted, env = [], [], environment()
     for fold, (train, test) in enumerate(data.kfold(args.folds, seed=0)):
-        if fold not in run:
+        if fold not in folds:
             continue
         rows.append(fit_fold(train, test, fold))
         fitted.append(fold)
