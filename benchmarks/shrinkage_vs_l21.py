@@ -197,11 +197,15 @@ def _verdict(row: dict) -> str:
     return f"{'converged' if _converged(row) else 'failed'} ({row['divergent']} div)"
 
 
+Saved = dict[int, tuple[dict, dict | None]]
+"""fold -> (row, environment), as ``saved_lines`` reads them."""
+
+
 def _by_rule(
-    firsts: dict[int, tuple[dict, dict | None]], reruns: dict[int, tuple[dict, dict | None]], folds: list[int]
+    firsts: Saved, reruns: Saved, folds: list[int]
 ) -> tuple[list[dict], list[dict | None], list[str]]:
     """Each fold's row and environment under the rerun rule, and a line per fold saying which run
-    it takes (``firsts``, ``reruns``: fold -> (row, environment), as ``saved_lines`` reads them).
+    it takes.
 
     A fold converged in ``firsts`` keeps that row; a failed one takes its rerun where there is one
     (converged or not: the summary counts it either way), else keeps the failed row, marked pending.
@@ -212,29 +216,36 @@ def _by_rule(
         raise SystemExit(f"folds {missing} saved in neither file; run them with --run-folds")
     chosen, chosen_envs, lines = [], [], []
     for fold in folds:
-        if fold not in firsts:
-            row, env = reruns[fold]
-            line = f"fold {fold}: run at {RERUN_TARGET} only: {_verdict(row)}"
-        else:
-            row, env = firsts[fold]
-            line = f"fold {fold}: {_verdict(row)}"
-            if fold in reruns and not _converged(row):
-                rerun, env = reruns[fold]
-                if rerun["l21_map"] != row["l21_map"]:  # same fold, same seed: the MAP cannot move
-                    raise SystemExit(
-                        f"fold {fold}: the rerun's l2,1 MAP scored {rerun['l21_map']}, the first run's "
-                        f"{row['l21_map']}; the two runs did not fit the same fold alike"
-                    )
-                line += f" -> at {RERUN_TARGET}: {_verdict(rerun)}"
-                row = rerun
-            elif fold in reruns:
-                line += " (its rerun is ignored)"
-            elif not _converged(row):
-                line += f", rerun at {RERUN_TARGET} pending"
+        row, env, line = (
+            _first_or_rerun(fold, firsts, reruns) if fold in firsts else _rerun_only(fold, reruns)
+        )
         chosen.append(row)
         chosen_envs.append(env)
         lines.append(line)
     return chosen, chosen_envs, lines
+
+
+def _rerun_only(fold: int, reruns: Saved) -> tuple[dict, dict | None, str]:
+    """A fold run at ``RERUN_TARGET`` only: its row, environment and line."""
+    row, env = reruns[fold]
+    return row, env, f"fold {fold}: run at {RERUN_TARGET} only: {_verdict(row)}"
+
+
+def _first_or_rerun(fold: int, firsts: Saved, reruns: Saved) -> tuple[dict, dict | None, str]:
+    """A fold with a first run: that run if it converged or has no rerun, else its rerun."""
+    row, env = firsts[fold]
+    line = f"fold {fold}: {_verdict(row)}"
+    if _converged(row):
+        return row, env, line + (" (its rerun is ignored)" if fold in reruns else "")
+    if fold not in reruns:
+        return row, env, line + f", rerun at {RERUN_TARGET} pending"
+    rerun, rerun_env = reruns[fold]
+    if rerun["l21_map"] != row["l21_map"]:  # same fold, same seed: the MAP cannot move
+        raise SystemExit(
+            f"fold {fold}: the rerun's l2,1 MAP scored {rerun['l21_map']}, the first run's "
+            f"{row['l21_map']}; the two runs did not fit the same fold alike"
+        )
+    return rerun, rerun_env, line + f" -> at {RERUN_TARGET}: {_verdict(rerun)}"
 
 
 def _summarise_by_rule(args: argparse.Namespace, settings: dict) -> None:
