@@ -187,9 +187,30 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
         )
         if len(passed) > 1:
             print(f"posterior - MAP over those: {paired_difference(diff[passed])}")
+        print(goal_line(diff, [_converged(r) for r in rows], folds))
     print(f"bags with PSIS-LOO k-hat > 0.7 per fold: {[r.get('loo_high_k') for r in rows]}")
     for key in ("t_map", "t_post"):
         print(f"median {key}: {np.median([r[key] for r in rows]):.1f} s")
+
+
+def goal_line(diff: np.ndarray, converged: list[bool], folds: list[int]) -> str:
+    """The issue's goal read from the folds, as REPRODUCTION.md fixed it before folds 7-9 finished.
+
+    Args:
+        diff: (folds,) posterior minus MAP accuracy, in points.
+        converged: (folds,) whether each fold's NUTS row meets the convergence rule.
+        folds: (folds,) the fold numbers, to name the failed ones.
+    Returns:
+        ``"goal ...: met"`` when every fold converged and the unrounded mean of ``diff`` is at
+        least 0, ``"... not met"`` when they converged and it is below 0, and ``"... undecided"``
+        naming the folds that failed the rule otherwise (a failed fold is no result to count).
+    """
+    mean = float(np.mean(diff))
+    head = f"goal (posterior - MAP, the unrounded mean, at least 0): {mean:+.3f} points"
+    failed = [fold for fold, ok in zip(folds, converged, strict=True) if not ok]
+    if failed:
+        return f"{head}; undecided: folds {failed} fail the convergence rule"
+    return f"{head}; {'met' if mean >= 0 else 'not met'}"
 
 
 def _verdict(row: dict) -> str:

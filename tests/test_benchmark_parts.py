@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -180,3 +181,18 @@ def test_the_rerun_rule_takes_each_folds_converged_run_and_says_which() -> None:
         shrinkage_vs_l21._by_rule(firsts, {1: (row(0.75, 0, map_acc=0.6), None)}, [0, 1, 2, 3])
     with pytest.raises(SystemExit, match=r"folds \[5\] saved in neither file"):
         shrinkage_vs_l21._by_rule(firsts, reruns, [0, 5])
+
+
+def test_goal_line_reads_the_unrounded_mean_and_refuses_failed_folds() -> None:
+    import shrinkage_vs_l21
+
+    # -0.04 rounds to -0.0 in the summary's one decimal, yet is below 0: the goal reads the sign.
+    assert shrinkage_vs_l21.goal_line(np.array([0.2, -0.28]), [True, True], [0, 1]).endswith(
+        "-0.040 points; not met"
+    )
+    assert shrinkage_vs_l21.goal_line(np.array([0.3, -0.3, 0.0]), [True] * 3, [0, 1, 2]).endswith(
+        "+0.000 points; met"
+    )
+    assert shrinkage_vs_l21.goal_line(np.array([0.5, 0.6]), [True, False], [3, 7]).endswith(
+        "undecided: folds [7] fail the convergence rule"
+    )
