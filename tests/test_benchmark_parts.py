@@ -193,6 +193,8 @@ def test_goal_line_reads_the_unrounded_mean_and_refuses_failed_folds() -> None:
     assert shrinkage_vs_l21.goal_line(np.array([0.3, -0.3, 0.0]), [True] * 3, [0, 1, 2]).endswith(
         "+0.000 points; met"
     )
+    tie = np.array([0.0, 100 * (0.3 - (0.1 + 0.2))])  # -5.6e-15: level folds, up to float rounding
+    assert shrinkage_vs_l21.goal_line(tie, [True, True], [0, 1]).endswith("points; met")
     assert shrinkage_vs_l21.goal_line(np.array([0.5, 0.6]), [True, False], [3, 7]).endswith(
         "undecided: folds [7] fail the convergence rule"
     )
