@@ -180,14 +180,15 @@ def _summarise(rows: list[dict[str, float | str]], folds: list[int]) -> None:
         )
         # An unconverged fold's mean is no posterior to report, so the comparison is also shown
         # over the folds that pass R-hat, both ESS and divergences (the row keeps only these).
-        passed = [i for i, r in enumerate(rows) if _converged(r)]
+        converged = [_converged(r) for r in rows]
+        passed = [i for i, ok in enumerate(converged) if ok]
         print(
             f"folds meeting R-hat/ESS/divergences: {len(passed)} of {len(rows)} "
             f"(folds {[folds[i] for i in passed]})"
         )
         if len(passed) > 1:
             print(f"posterior - MAP over those: {paired_difference(diff[passed])}")
-        print(goal_line(diff, [_converged(r) for r in rows], folds))
+        print(goal_line(diff, converged, folds))
     print(f"bags with PSIS-LOO k-hat > 0.7 per fold: {[r.get('loo_high_k') for r in rows]}")
     for key in ("t_map", "t_post"):
         print(f"median {key}: {np.median([r[key] for r in rows]):.1f} s")
@@ -202,8 +203,9 @@ def goal_line(diff: np.ndarray, converged: list[bool], folds: list[int]) -> str:
         folds: (folds,) the fold numbers, to name the failed ones.
     Returns:
         ``"goal ...: met"`` when every fold converged and the unrounded mean of ``diff`` is at
-        least 0 (to within 1e-9 points of float rounding), ``"... not met"`` when they converged and it is below 0, and ``"... undecided"``
-        naming the folds that failed the rule otherwise (a failed fold is no result to count).
+        least 0 (to within 1e-9 points of float rounding), ``"... not met"`` when they converged
+        and it is below 0, and ``"... undecided"`` naming the folds that failed the rule otherwise
+        (a failed fold is no result to count).
     """
     mean = float(np.mean(diff))
     head = f"goal (posterior - MAP, the unrounded mean, at least 0): {mean:+.3f} points"
