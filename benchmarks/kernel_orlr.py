@@ -194,14 +194,40 @@ def _summarise(rows: list[dict[str, float]], folds: list[int]) -> None:
             )
 
 
+def cpu() -> str:
+    """The processor, as ``/proc/cpuinfo`` names it: model name, family, model, and ``avx512`` when
+    it has AVX-512 (XLA compiles for the host's instruction set, so another CPU may round otherwise).
+    ``platform.processor()`` where there is no ``/proc/cpuinfo``."""
+    try:
+        return cpu_from_cpuinfo(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+def cpu_from_cpuinfo(text: str) -> str:
+    """``cpu()`` from the text of ``/proc/cpuinfo``: its first processor's block."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the first processor's block: the others repeat it
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    parts = [fields.get("model name", platform.machine())]
+    parts += [f"{k} {fields[k]}" for k in ("cpu family", "model") if k in fields]
+    parts += ["avx512"] if "avx512f" in fields.get("flags", "").split() else []
+    return ", ".join(parts)
+
+
 def environment() -> dict[str, object]:
-    """What a saved row depends on beyond its settings: the commit, library versions and JAX's devices.
+    """What a saved row depends on beyond its settings: the commit, library versions, JAX's devices
+    and the CPU.
 
     Same-seed NUTS draws were bitwise equal from run to run, for one or two XLA threads, and at
     the library code of 2026-11-25 and of 2026-11-26; they change with the number of JAX devices
-    (the chains' layout). Yet two runs a day apart, with the environment rebuilt between them,
-    gave other chains (REPRODUCTION.md, "Why the reruns' chains differ"). So each saved line
-    records this.
+    (the chains' layout). Yet runs in other sessions, with the same code and library versions,
+    gave other chains (REPRODUCTION.md, "Why the reruns' chains differ", and horseshoe fold 3 at
+    0.8), which leaves the machine itself; sessions are not always on the same CPU. So each saved
+    line records this.
     """
     import jax
 
@@ -222,6 +248,7 @@ def environment() -> dict[str, object]:
         **versions,
         "backend": jax.default_backend(),
         "devices": jax.device_count(),
+        "cpu": cpu(),
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import re
 import sys
 from pathlib import Path
@@ -45,11 +46,22 @@ def test_the_environment_names_the_commit_the_libraries_and_the_devices() -> Non
         "scipy",
         "backend",
         "devices",
+        "cpu",
     }
+    assert env["cpu"] and env["cpu"] == kernel_orlr.cpu()
     assert env["jax"] == jax.__version__ and env["numpy"] == numpy.__version__
     assert env["backend"] == jax.default_backend() and env["devices"] == jax.device_count()
     assert env["commit"] is None or re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", env["commit"])
     json.dumps(env)  # a saved line must hold it
+
+
+def test_the_cpu_is_read_from_the_first_processor_of_cpuinfo() -> None:
+    block = "processor\t: {n}\nmodel name\t: AMD EPYC\ncpu family\t: 26\nmodel\t\t: 2\nflags\t\t: {flags}\n"
+    two = block.format(n=0, flags="fpu sse2 avx2 avx512f avx512bw") + "\n" + block.format(n=1, flags="x")
+    assert kernel_orlr.cpu_from_cpuinfo(two) == "AMD EPYC, cpu family 26, model 2, avx512"
+    # Only AVX-512 Foundation counts: avx512_bf16 alone names an extension of it.
+    assert kernel_orlr.cpu_from_cpuinfo(block.format(n=0, flags="avx2 avx512_bf16")).endswith("model 2")
+    assert kernel_orlr.cpu_from_cpuinfo("vendor_id\t: X\n").startswith(platform.machine())
 
 
 def test_parts_saved_apart_summarise_as_one_run_and_name_their_environments(tmp_path: Path, capsys) -> None:
