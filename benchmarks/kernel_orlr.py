@@ -196,7 +196,8 @@ def _summarise(rows: list[dict[str, float]], folds: list[int]) -> None:
 
 def cpu() -> str:
     """The processor, as ``/proc/cpuinfo`` names it: model name, family, model, and ``avx512`` when
-    it has AVX-512 (XLA compiles for the host's instruction set, so another CPU may round otherwise).
+    it has AVX-512 (XLA compiles for the host, so another CPU may round otherwise; capping XLA at
+    AVX2 on one machine left the draws as they were, REPRODUCTION.md).
     ``platform.processor()`` where there is no ``/proc/cpuinfo``."""
     try:
         return cpu_from_cpuinfo(Path("/proc/cpuinfo").read_text())
@@ -226,8 +227,8 @@ def environment() -> dict[str, object]:
     the library code of 2026-11-25 and of 2026-11-26; they change with the number of JAX devices
     (the chains' layout). Yet runs in other sessions, with the same code and library versions,
     gave other chains (REPRODUCTION.md, "Why the reruns' chains differ", and horseshoe fold 3 at
-    0.8), which leaves the machine itself; sessions are not always on the same CPU. So each saved
-    line records this.
+    0.8). What is left is the machine, whose CPU was not recorded. So each saved line records
+    this.
     """
     import jax
 

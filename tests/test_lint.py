@@ -1,7 +1,7 @@
 """The code passes the project's own lint and format rules (``[tool.ruff]`` in pyproject.toml).
 
-CI runs only the test command, so without this a long line or an unused import lands unseen: one
-did twice (a 139-character docstring line, an unused import in notebook 01). ruff is pinned to one
+CI runs only the test command, so without this a long line or an unused import lands unseen, as
+two did (a 139-character docstring line; an unused import in notebook 01). ruff is pinned to one
 minor version in the dev extra, because its format style changes between minor versions.
 """
 
@@ -18,14 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKED = ["orlr_ppl", "tests", "benchmarks", "notebooks"]
 
 
-def _ruff(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ruff", *args, *CHECKED], cwd=ROOT, capture_output=True, text=True
-    )
-
-
 @pytest.mark.parametrize("args", [("check",), ("format", "--check")], ids=["check", "format"])
 def test_ruff_is_clean(args):
-    result = _ruff(*args)
-    command = " ".join(["ruff", *args, *CHECKED])
-    assert result.returncode == 0, f"{command}:\n{result.stdout}{result.stderr}"
+    command = ["ruff", *args, *CHECKED]
+    result = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, f"{' '.join(command)}:\n{result.stdout}{result.stderr}"
