@@ -182,9 +182,21 @@ def test_fit_nuts_prints_convergence_summary_and_warning_lines(tmp_path, capsys)
     assert "max R-hat" in out
     assert "PSIS-LOO:" in out and "verdict: NOT converged" in out
     warned = [line for line in err.splitlines() if line.startswith("warning: ")]
-    assert warned
-    assert any("bulk ESS below 400" in line and "(worst: " in line for line in warned)
+    # One short paragraph, not a line per check: what failed, and what to try next.
+    assert len(warned) == 1 and "bulk ESS down to " in warned[0] and "Next: " in warned[0]
     assert "ConvergenceWarning" not in err  # reported as lines, not as a Python warning
+
+
+def test_ctrl_c_ends_a_command_with_one_line(monkeypatch, capsys):
+    from orlr_ppl.cli import commands
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "info", interrupted)
+    assert main(["info", "anything"]) == 130
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == "orlr-ppl info: interrupted"
 
 
 # -- the user's path (issue 10) -------------------------------------------------------------------

@@ -221,9 +221,72 @@ def test_mixing_converged_checks_rhat_and_both_ess():
 @pytest.mark.parametrize("method", ["sequential", "vectorized"])
 def test_progress_bar_counts_every_iteration_of_every_chain(capsys, method):
     data = _toy(n_bags=8)
-    fit_nuts(data, num_warmup=4, num_samples=6, num_chains=2, chain_method=method, progress_bar=True)
+    shown = fit_nuts(data, num_warmup=4, num_samples=6, num_chains=2, chain_method=method, progress_bar=True)
     err = capsys.readouterr().err
     assert "NUTS, 2 chains" in err and "20/20" in err
+    # It says so while the first call compiles, then names the phase.
+    assert "compiling…" in err and "sampling" in err
+    # The bar's short calls (one iteration, then about PROGRESS_SECONDS' worth) take the same transitions.
+    quiet = fit_nuts(data, num_warmup=4, num_samples=6, num_chains=2, chain_method=method)
+    for name in ("W", "beta"):
+        np.testing.assert_array_equal(shown.posterior[name], quiet.posterior[name])
+
+
+def test_a_short_call_runs_only_its_own_iterations():
+    """``_advance`` with ``n_iter`` below the block: the chains move ``n_iter`` times, no more."""
+    data = _toy(n_bags=6)
+    arrays, shape = split_model_data(data)
+    inits = {k: np.asarray(v)[None] * 0.3 for k, v in _params(data).items()}
+    key = jax.random.PRNGKey(0)[None]
+    args = (arrays, prior_scales(1.0, 10.0), shape, NUTSSettings(0, block=10), "sequential")
+    whole = Chains(key, inits, *args).advance(7)
+    bits = Chains(key, inits, *args)
+    parts = [bits.advance(n) for n in (1, 2, 4)]
+    assert bits.iterations == 7
+    for name in inits:
+        joined = np.concatenate([part.z[name] for part in parts], axis=1)
+        np.testing.assert_array_equal(joined, whole.z[name])
+    np.testing.assert_array_equal(
+        np.concatenate([p.log_likelihood[0] for p in parts], 1), whole.log_likelihood[0]
+    )
+
+
+def _interrupt_after(monkeypatch, iterations: int) -> None:
+    """Calls of five iterations; Ctrl-C (``KeyboardInterrupt``) in the call that passes ``iterations``."""
+    call, seen = Chains._call, [0]
+
+    def interrupted(self, n):
+        seen[0] += n
+        if seen[0] > iterations:
+            raise KeyboardInterrupt
+        return call(self, n)
+
+    monkeypatch.setattr(Chains, "_chunk", lambda self: 5)
+    monkeypatch.setattr(Chains, "_call", interrupted)
+
+
+def test_ctrl_c_while_sampling_keeps_the_draws_done(monkeypatch):
+    from orlr_ppl.inference.diagnostics import diagnose, warning_message
+
+    data = _toy(n_bags=8)
+    whole = fit_nuts(data, num_warmup=10, num_samples=30, num_chains=2, chain_method="sequential")
+    _interrupt_after(monkeypatch, 10 + 15)  # five-iteration calls: 15 draws done, the 4th call stopped
+    part = fit_nuts(data, num_warmup=10, num_samples=30, num_chains=2, chain_method="sequential")
+    assert part.posterior.sizes["draw"] == 15 and part.sample_stats.attrs["interrupted"] == 1
+    np.testing.assert_array_equal(part.posterior["W"], whole.posterior["W"][:, :15])
+    diag = diagnose(part)
+    assert diag.problems[0] == "sampling was interrupted (Ctrl-C) after 15 of the 30 planned draws a chain"
+    message = warning_message(diag)
+    assert "stopped by Ctrl-C after 15 of 30 draws a chain" in message
+    assert "Next: run the fit again and let it finish." in message
+    assert whole.sample_stats.attrs["interrupted"] == 0 and not diagnose(whole).sampler["interrupted"]
+
+
+@pytest.mark.parametrize("iterations", [7, 12])
+def test_ctrl_c_in_warmup_or_before_four_draws_keeps_nothing(monkeypatch, iterations):
+    _interrupt_after(monkeypatch, iterations)  # stopped at 5 warmup iterations, or at 10 + 0 draws
+    with pytest.raises(KeyboardInterrupt):
+        fit_nuts(_toy(n_bags=8), num_warmup=10, num_samples=30, num_chains=2, chain_method="sequential")
 
 
 def _correlated_toy(n_bags=30, seed=0):

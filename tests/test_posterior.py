@@ -17,7 +17,9 @@ from orlr_ppl.inference.diagnostics import (
     convergence_problems,
     convergence_table,
     diagnose,
+    next_step,
     warn_if_unconverged,
+    warning_message,
 )
 from orlr_ppl.inference.inference_data import az, summary, thinned_draws
 
@@ -187,9 +189,16 @@ def _tampered(idata):
 def test_problems_name_the_failed_checks_and_worst_parameters(nuts_fit):
     est, _ = nuts_fit
     bad = _tampered(est.posterior_)
-    with pytest.warns(ConvergenceWarning, match=r"R-hat above 1.01 for \d+ parameters \(worst: W\[") as rec:
+    with pytest.warns(ConvergenceWarning, match=r"not yet to be trusted: R-hat up to \d\.\d{3} \(W\[") as rec:
         diag = warn_if_unconverged(bad)
-    assert len(rec) == 1 and "ORLR.diagnostics()" in str(rec[0].message)
+    # One short paragraph: each failure in a few words, then the one thing to try first.
+    message = str(rec[0].message)
+    assert len(rec) == 1 and message.endswith("ORLR.diagnostics() reports every check in full.")
+    worst = diag.table["r_hat"].idxmax()
+    assert f"R-hat up to {diag.table.loc[worst, 'r_hat']:.3f} ({worst}) against 1.01" in message
+    assert "; 1 divergent transition; 2 transitions at the tree-depth cap" in message
+    assert "Next: refit with a target acceptance above this fit's 0.80" in message  # divergences first
+    assert len(message) < 450 and "\n" not in message
     text = " | ".join(diag.problems)
     n_div = int(bad.sample_stats["diverging"].sum())
     assert (
@@ -222,14 +231,46 @@ def test_problems_name_the_failed_checks_and_worst_parameters(nuts_fit):
     assert convergence_problems(diag.table, svi_stats) == []
 
 
+def test_the_warning_names_one_next_step_for_each_kind_of_failure(nuts_fit):
+    """Mixing passes here; each sampler statistic is set to fail alone, and the advice follows it."""
+    est, _ = nuts_fit
+    diag = diagnose(est.posterior_)
+    table = diag.table.assign(r_hat=1.0, ess_bulk=1e4, ess_tail=1e4)
+    fine = {"n_divergent": 0, "n_at_max_treedepth": 0, "bfmi": [1.0, 1.0], "n_high_pareto_k": 0}
+    base = diag._replace(table=table, sampler={**diag.sampler, **fine, "n_draws": 1000})
+
+    def advice(**sampler):
+        return next_step(base._replace(sampler={**base.sampler, **sampler}))
+
+    assert "dense_mass=True" in advice(n_at_max_treedepth=3)
+    assert advice(bfmi=[0.2, 1.0]).startswith("lengthen warmup")
+    assert advice(n_high_pareto_k=2, loo_high_k_share=0.1).startswith("the sampler mixed")
+    assert advice(mcmc=False, n_high_pareto_k=2).startswith("fit the guide longer")
+    assert advice(interrupted=True, n_divergent=3) == "run the fit again and let it finish"
+    # Slow mixing: more draws; after a long run the caller's note comes first.
+    slow = base._replace(table=diag.table.assign(r_hat=1.2))
+    assert next_step(slow).startswith("run more chains or longer ones (num_chains=4, num_samples=2000)")
+    assert next_step(slow._replace(note="drop feature 3")) == "drop feature 3"
+    message = warning_message(base._replace(sampler={**base.sampler, "n_at_max_treedepth": 3}))
+    assert message.startswith(
+        "the NUTS posterior is not yet to be trusted: 3 transitions at the tree-depth cap."
+    )
+
+
 def test_unconverged_nuts_fit_warns():
     rng = np.random.default_rng(0)
     centres = np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])
     y = rng.integers(0, 3, size=8)
     bags = [centres[[k, k]] + rng.normal(size=(2, 2)) for k in y]  # one label per bag: one DP bucket
     est = ORLR(method="nuts", num_warmup=5, num_samples=20, num_chains=1, random_state=0)
-    with pytest.warns(ConvergenceWarning, match=r"bulk ESS below 400 for 9 parameters \(worst: (W|beta)\["):
+    with pytest.warns(
+        ConvergenceWarning, match=r"one chain, so R-hat cannot .*bulk ESS down to \d+ \((W|beta)\["
+    ) as rec:
         est.fit(bags, [[k] for k in y])
+    assert "Next: run more chains or longer ones (num_chains=4, num_samples=1000)." in str(rec[0].message)
+    assert any(
+        p.startswith("bulk ESS below 400 for 9 parameters (worst: ") for p in est.diagnostics().problems
+    )
     assert not est.diagnostics().converged
     assert any("at least 2 chains" in p for p in est.diagnostics().problems)
 

@@ -27,7 +27,7 @@ from orlr_ppl.data.hja import HJA_FILES
 from orlr_ppl.data.quantile_normal import HEAVY_TAIL_Z, extreme_z, fit_quantiles, quantile_normal
 from orlr_ppl.estimators.base import _BagClassifier
 from orlr_ppl.estimators.feature_map import heavy_tail_note, heavy_tailed_features
-from orlr_ppl.inference.diagnostics import ConvergenceWarning
+from orlr_ppl.inference.diagnostics import ConvergenceWarning, warning_message
 
 QN = "quantile-normal"
 HJA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hja"
@@ -268,13 +268,18 @@ def _short_nuts(standardize: object, extreme: float) -> ORLR:
     est = ORLR(method="nuts", num_warmup=5, num_samples=20, num_chains=1, standardize=standardize)
     with pytest.warns(ConvergenceWarning) as rec:
         est.fit(bags, [[k] for k in y])
-    assert len(rec) == 1 and est.diagnostics().problems[-1] in str(rec[0].message)
+    # 20 draws a chain: the warning's next step is more draws, whatever the note says.
+    assert len(rec) == 1 and "Next: run more chains or longer ones" in str(rec[0].message)
     return est
 
 
 def test_an_unconverged_posterior_names_the_heavy_tailed_features_its_failing_weights_sit_on() -> None:
     est = _short_nuts(True, 40.0)  # x0 reaches 7 sds from its mean; every weight fails ESS
     note = est.diagnostics().problems[-1]
+    assert note == est.diagnostics().note  # the note ends the problems ...
+    # ... and is the warning's next step once the chains are long enough for more draws not to be it.
+    long_run = est.diagnostics()._replace(sampler={**est.diagnostics().sampler, "n_draws": 1000})
+    assert f"Next: {note}." in warning_message(long_run)
     assert note.startswith("failing weights W[f, ...] sit on heavy-tailed features f")
     assert "f = 0 (7.0 sd)." in note and "standardize='quantile-normal'" in note
     # Which weights fail decides: with feature 0's weights passing, the note has nothing to say.

@@ -97,9 +97,22 @@ def fit_quietly(model: Any, *fit_args: Any) -> Any:
     return fitted
 
 
-def warn_lines(problems: Sequence[str], prefix: str = "") -> None:
+def warn_lines(problems: Sequence[str]) -> None:
     for problem in problems:
-        print(f"warning: {prefix}{problem}", file=sys.stderr)
+        print(f"warning: {problem}", file=sys.stderr)
+
+
+def warn_unconverged(diagnostics: Any) -> None:
+    """One ``warning:`` line for a fit that failed a check: a posterior's short paragraph
+    (``diagnostics.warning_message``), an optimiser's sentence."""
+    if not diagnostics.problems:
+        return
+    if hasattr(diagnostics, "sampler"):
+        from ..inference.diagnostics import warning_message
+
+        warn_lines([warning_message(diagnostics)])
+    else:
+        warn_lines(diagnostics.problems)
 
 
 def report(model, data: MIMLData) -> dict[str, float]:
@@ -150,7 +163,6 @@ def demo(args: argparse.Namespace) -> int:
 
     from ..data.datasets import make_miml_digits
     from ..evaluation import metrics
-    from ..inference.inference_data import summary
 
     if args.max_digits < 2:
         raise ValueError(f"--max-digits {args.max_digits}: a demo bag holds 2 digits or more; give 2 or more")
@@ -188,7 +200,8 @@ def demo(args: argparse.Namespace) -> int:
     nuts.save(out / "nuts", overwrite=args.force)
     steps.update()
     steps.close()
-    table = summary(nuts.posterior_)
+    diagnostics = nuts.diagnostics()  # the checks' own table: the figures the warning quotes
+    table = diagnostics.table[diagnostics.table["sd"] > 0]
     print(
         f"MIML digits: {len(train.bags)} training bags ({train.n_instances} instances), "
         f"{len(test.bags)} test bags, 10 classes"
@@ -202,8 +215,8 @@ def demo(args: argparse.Namespace) -> int:
     for name, ind, trans, ece in rows:
         print(f"{name:<22}{ind:>15.3f}{trans:>18.3f}{ece:>8.3f}")
     print(f"saved: {out / 'em'}, {out / 'nuts'}")
-    warn_lines(em.diagnostics().problems)  # its sentence starts "EM stopped after ..."
-    warn_lines(nuts.diagnostics().problems, prefix="NUTS: ")
+    warn_unconverged(em.diagnostics())  # its sentence starts "EM stopped after ..."
+    warn_unconverged(diagnostics)
     return 0
 
 
@@ -254,8 +267,8 @@ def fit(args: argparse.Namespace) -> int:
         print(f"pruned {len(pruned)} bag(s) with the most DP work ({where}): {pruned}")
     diagnostics = model.diagnostics()
     print("\n".join(diagnostics.summary_lines()))
-    # A fit that ran but did not converge still succeeds (exit 0): its problems are warnings.
-    warn_lines(diagnostics.problems)
+    # A fit that ran but did not converge still succeeds (exit 0): its problems are a warning.
+    warn_unconverged(diagnostics)
     return 0
 
 

@@ -107,7 +107,9 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             subsample_size (bags per minibatch): SVI settings.
         max_predict_draws: posterior draws used (evenly thinned) to average
             predictions.
-        progress_bar: show NumPyro's progress bar while sampling/optimising.
+        progress_bar: show a progress bar while NUTS samples (it reads "compiling"
+            until the first iteration, then "warmup" and "sampling") or SVI
+            optimises: those fits take minutes. EM and MAP take seconds and show none.
         random_state: seed of NUTS and SVI.
         standardize: centre and scale each feature by its training mean and sd
             (a constant feature: scale 1) before fitting and before every
@@ -217,7 +219,7 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         learning_rate: float = 0.01,
         subsample_size: int | None = None,
         max_predict_draws: int = 200,
-        progress_bar: bool = False,
+        progress_bar: bool = True,
         random_state: int | None = None,
         standardize: bool | str = True,
         prune: float = 0.0,

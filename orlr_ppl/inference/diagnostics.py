@@ -21,7 +21,8 @@ parameter that is exactly constant over all draws (``beta`` when
 ``fit_intercept=False``) has no defined R-hat and is not flagged.
 
 ``diagnose(idata)`` runs every check and returns a ``Diagnostics``;
-``warn_if_unconverged`` issues one ``ConvergenceWarning`` listing the failures.
+``warn_if_unconverged`` issues one ``ConvergenceWarning``: a short paragraph of what failed and what
+to try next (``warning_message``); ``Diagnostics.problems`` keeps every check in full.
 EM and MAP fits report ``PointDiagnostics`` (``optimizer_diagnostics``), which
 live in ``point_diagnostics`` (no ArviZ needed) and are re-exported here.
 """
@@ -67,6 +68,8 @@ PARETO_K_MAX = 0.7
 """Largest acceptable PSIS-LOO Pareto k-hat per bag."""
 N_WORST = 5
 """Parameters (or bags) named in a problem sentence, worst first."""
+SHORT_RUN = 1000
+"""Draws a chain below which slow mixing is first met with more draws (the default ``num_samples``)."""
 
 
 class ConvergenceWarning(UserWarning):
@@ -120,7 +123,8 @@ def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     """Sampler statistics of a fit; any statistic the ``InferenceData`` lacks is None.
 
     Returns a dict with ``n_chains``, ``n_draws`` (per chain), ``n_draws_planned``
-    (fewer than ``n_draws`` when unconverged chains went on); ``mcmc`` (True
+    (fewer than ``n_draws`` when unconverged chains went on); ``interrupted``
+    (Ctrl-C stopped the sampling: the draws are those done by then); ``mcmc`` (True
     when there is a ``sample_stats`` group, i.e. NUTS; an SVI posterior has
     none); ``n_divergent`` and ``n_divergent_per_chain`` (a list);
     ``max_tree_depth`` (``sample_stats.attrs``),
@@ -145,6 +149,7 @@ def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     out["n_divergent_per_chain"] = None if per_chain is None else [int(v) for v in per_chain]
     planned = None if stats is None else stats.attrs.get("num_samples_planned")
     out["n_draws_planned"] = None if planned is None else int(planned)
+    out["interrupted"] = stats is not None and bool(stats.attrs.get("interrupted", 0))
     depth = _stat(stats, "tree_depth")
     max_depth = None if stats is None else stats.attrs.get("max_tree_depth")
     out["max_tree_depth"] = None if max_depth is None else int(max_depth)
@@ -216,6 +221,11 @@ def convergence_problems(
     """
     problems = []
     mcmc = stats.get("mcmc", True)
+    if stats.get("interrupted"):
+        problems.append(
+            f"sampling was interrupted (Ctrl-C) after {stats['n_draws']} of the "
+            f"{stats.get('n_draws_planned')} planned draws a chain"
+        )
     if mcmc and table is not None and len(table):
         failures = _mixing_failures(table)
         bad = failures["r_hat"]
@@ -287,6 +297,7 @@ class Diagnostics(NamedTuple):
         chain_means: ``chain_means``, each scalar's mean per chain (None for SVI).
         divergence_ranks: ``divergent_draw_ranks``, where the divergent draws
             sit in each scalar (None for SVI; empty without divergences).
+        note: the caller's advice (``diagnose``'s ``note``), also the last problem; "" without one.
     """
 
     table: pd.DataFrame
@@ -295,6 +306,7 @@ class Diagnostics(NamedTuple):
     converged: bool
     chain_means: pd.DataFrame | None = None
     divergence_ranks: pd.DataFrame | None = None
+    note: str = ""
 
     def summary_lines(self) -> list[str]:
         """A short text report: R-hat, ESS, divergences, tree depth, E-BFMI, LOO k-hat, verdict."""
@@ -363,21 +375,82 @@ def diagnose(
     problems = convergence_problems(table, stats, means, ranks)
     result = Diagnostics(table, stats, problems, not problems, means, ranks)
     extra = note(result) if note is not None and problems else ""
-    return result._replace(problems=[*problems, extra]) if extra else result
+    return result._replace(problems=[*problems, extra], note=extra) if extra else result
 
 
 def warning_message(diagnostics: Diagnostics) -> str:
-    """The text of the ``ConvergenceWarning``: every problem and what to do about it."""
+    """The ``ConvergenceWarning``'s one short paragraph: what failed, with its worst figure, and the
+    one thing to try next (``next_step``); ``ORLR.diagnostics()`` keeps every check in full."""
     kind = "NUTS" if diagnostics.sampler["mcmc"] else "SVI"
-    advice = (
-        "Run longer chains (raise num_warmup and num_samples)"
-        if kind == "NUTS"
-        else "Fit the guide longer (svi_steps), try guide='lowrank', or sample with method='nuts'"
-    )
-    items = "".join(f"\n  - {p}" for p in diagnostics.problems)
+    failed = "; ".join(failure_figures(diagnostics))
     return (
-        f"the {kind} posterior failed {_count(len(diagnostics.problems), 'convergence check')}:{items}\n"
-        f"{advice}; see ORLR.diagnostics() for the per-parameter table and sampler summary."
+        f"the {kind} posterior is not yet to be trusted: {failed}. Next: {next_step(diagnostics)}. "
+        "ORLR.diagnostics() reports every check in full."
+    )
+
+
+def failure_figures(diagnostics: Diagnostics) -> list[str]:
+    """Each failed check in a few words with its worst figure, e.g. ``"R-hat up to 1.040 (W[3, 1])"``."""
+    s, out = diagnostics.sampler, []
+    if s.get("interrupted"):
+        out.append(f"stopped by Ctrl-C after {s['n_draws']} of {s.get('n_draws_planned')} draws a chain")
+    if s["mcmc"] and len(diagnostics.table):
+        fails = _mixing_failures(diagnostics.table)
+        if s.get("n_chains", 2) < 2:
+            out.append("one chain, so R-hat cannot check that chains agree")
+        elif len(fails["r_hat"]):
+            worst = fails["r_hat"].fillna(np.inf)
+            out.append(f"R-hat up to {worst.max():.3f} ({worst.idxmax()}) against {RHAT_MAX}")
+        for column, label in (("ess_bulk", "bulk"), ("ess_tail", "tail")):
+            if len(fails[column]):
+                worst = fails[column].fillna(-np.inf)
+                out.append(
+                    f"{label} ESS down to {_fmt(worst.min(), '.0f')} ({worst.idxmin()}) against {ESS_MIN}"
+                )
+    if s["mcmc"] and (s.get("n_divergent") or 0) > MAX_DIVERGENT:
+        out.append(_count(s["n_divergent"], "divergent transition"))
+    if s["mcmc"] and s.get("n_at_max_treedepth"):
+        out.append(f"{_count(s['n_at_max_treedepth'], 'transition')} at the tree-depth cap")
+    low = [v for v in (s.get("bfmi") or []) if not v >= BFMI_MIN] if s["mcmc"] else []
+    if low:
+        out.append(f"E-BFMI down to {min(low):.2f} against {BFMI_MIN}")
+    if s.get("n_high_pareto_k"):
+        out.append(
+            f"Pareto k̂ above {PARETO_K_MAX} for {100 * s['loo_high_k_share']:.1f}% of bags "
+            "(influential bags, for which PSIS-LOO is unreliable)"
+        )
+    return out or diagnostics.problems[:1]  # a check with no figure (a sampler that never moved)
+
+
+def next_step(diagnostics: Diagnostics) -> str:
+    """The one remedy a failed fit should try first: finish an interrupted run; stop divergences
+    (their draws are biased); more draws when fewer than ``SHORT_RUN`` a chain mixed slowly; the
+    caller's note (``Diagnostics.note``); a better-scaled posterior after tree-depth caps; more draws
+    for slow mixing; a longer warmup for low E-BFMI; for k̂ alone, what it means."""
+    s = diagnostics.sampler
+    if not s["mcmc"]:
+        return "fit the guide longer (svi_steps), try guide='lowrank', or sample with method='nuts'"
+    if s.get("interrupted"):
+        return "run the fit again and let it finish"
+    if (s.get("n_divergent") or 0) > MAX_DIVERGENT:
+        return divergence_remedy(s.get("target_accept_prob")).removeprefix("; ") or (
+            "refit with a higher target_accept (e.g. 0.95)"
+        )
+    slow = len(failing_parameters(diagnostics)) > 0 or s.get("n_chains", 2) < 2
+    more = f"run more chains or longer ones (num_chains=4, num_samples={2 * max(int(s['n_draws']), 500)})"
+    if slow and int(s["n_draws"]) < SHORT_RUN:  # too short a run to say more
+        return more
+    if diagnostics.note:
+        return diagnostics.note
+    if s.get("n_at_max_treedepth"):
+        return "trajectories were cut short; adapt a dense mass matrix (dense_mass=True, num_warmup=1000)"
+    if slow:
+        return more
+    if any(not v >= BFMI_MIN for v in (s.get("bfmi") or [])):
+        return "lengthen warmup (num_warmup=1000); if E-BFMI stays low, reparametrise the prior's scales"
+    return (
+        "the sampler mixed; the flagged bags pull strongly on the posterior, so compare the fit "
+        "without them before trusting PSIS-LOO"
     )
 
 
@@ -395,7 +468,7 @@ def warn_if_unconverged(
     stacklevel: int = 2,
     note: Callable[[Diagnostics], str] | None = None,
 ) -> Diagnostics:
-    """``diagnose`` and, if any check fails, issue one ``ConvergenceWarning`` listing all failures.
+    """``diagnose`` and, if any check fails, issue one ``ConvergenceWarning`` (``warning_message``).
 
     Returns the ``Diagnostics`` (so callers need not compute them twice).
     ``stacklevel`` as in ``warnings.warn``, counted from the caller.

@@ -41,6 +41,7 @@ package's ``diagnostics`` read them.
 from __future__ import annotations
 
 import functools
+import time
 from typing import NamedTuple
 
 import jax
@@ -72,6 +73,11 @@ from .chain_setup import (
 from .inference_data import az, inference_data, tree_depth, with_derived, zeros_init
 
 Array = jax.Array
+
+PROGRESS_SECONDS = 0.5
+"""With a progress bar, about how long each call of the compiled sampler runs between updates."""
+MIN_KEPT_DRAWS = 4
+"""Draws per chain that an interrupted fit must have reached to keep them (split R-hat's least)."""
 
 
 class NUTSSettings(NamedTuple):
@@ -196,10 +202,20 @@ def _advance(
     )
     model_args = (arrays, scales, white)
 
-    def step(s, i: Array):
-        s = lax.cond(i < n_iter, lambda t: sample_kernel(t, model_args), lambda t: t, s)
+    def log_likelihoods(s: HMCState) -> tuple[Array, ...]:
         z = to_model(s.z, white, settings.whitened)
-        ll = bucket_log_likelihoods(z, arrays, scales, shape, settings.fit_intercept)
+        return bucket_log_likelihoods(z, arrays, scales, shape, settings.fit_intercept)
+
+    # Iterations past ``n_iter`` skip the likelihoods too, so a short call (a progress bar's) costs
+    # only the iterations it runs.
+    blank = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(log_likelihoods, state))
+
+    def transition(s: HMCState) -> tuple[HMCState, tuple[Array, ...]]:
+        s = sample_kernel(s, model_args)
+        return s, log_likelihoods(s)
+
+    def step(s, i: Array):
+        s, ll = lax.cond(i < n_iter, transition, lambda t: (t, blank), s)
         stats = (
             s.diverging,
             s.num_steps,
@@ -208,7 +224,7 @@ def _advance(
             s.adapt_state.step_size,
             s.potential_energy,
         )
-        return s, ChainDraws(z, *stats, ll)
+        return s, ChainDraws(to_model(s.z, white, settings.whitened), *stats, ll)
 
     return lax.scan(step, state, jnp.arange(settings.block))
 
@@ -259,6 +275,8 @@ class Chains:
         self.method, self.progress = method, progress
         self.n_chains = keys.shape[0]
         self.iterations = 0
+        self.interrupted = False
+        self._seconds_per_iteration: float | None = None
         starts = [jax.tree.map(lambda v, c=c: v[c], inits) for c in range(self.n_chains)]
         # The starting potentials and gradients come from the executable the MAP compiled.
         fit_intercept = settings.fit_intercept
@@ -289,29 +307,73 @@ class Chains:
             start = _start_parallel if method == "parallel" else _start_vectorized
             self.states = start(keys, inits, pe0, grad0, arrays, scales, shape, settings, white)
 
-    def advance(self, n_iter: int) -> ChainDraws:
-        """Run ``n_iter`` more iterations of every chain; NumPy (chains, n_iter, ...) outputs."""
-        arrays, scales, shape, settings, white = self.data
+    def advance(self, n_iter: int) -> ChainDraws | None:
+        """Run up to ``n_iter`` more iterations of every chain; NumPy (chains, n, ...) outputs.
+
+        With a ``progress`` callback, each call of the compiled program runs
+        about ``PROGRESS_SECONDS`` (fewer iterations than ``settings.block``),
+        so that a bar moves smoothly; the transitions are the same. Ctrl-C
+        (``KeyboardInterrupt``) stops at the end of the running call: the
+        iterations done so far come back (``n < n_iter``; None if none) and
+        ``interrupted`` is set.
+        """
         parts = []
         done = 0
-        while done < n_iter:
-            n = min(settings.block, n_iter - done)
-            if self.method == "sequential":
-                outs = []
-                for c, state in enumerate(self.states):
-                    self.states[c], out = _advance_one(state, n, arrays, scales, shape, settings, white)
-                    outs.append(out)
-                out = jax.tree.map(lambda *a: jnp.stack(a), *outs)
-            else:
-                run = _advance_parallel if self.method == "parallel" else _advance_vectorized
-                self.states, out = run(self.states, n, arrays, scales, shape, settings, white)
-            # Slice on the host: slicing sharded outputs would compile a gather per block length.
-            parts.append(jax.tree.map(lambda a, n=n: np.asarray(a)[:, :n], out))
-            done += n
-            if self.progress is not None:
-                self.progress(n * self.n_chains)
-        self.iterations += n_iter
+        try:
+            while done < n_iter:
+                n = min(self._chunk(), n_iter - done)
+                t0 = time.perf_counter()
+                self.states, out = self._call(n)
+                # Slice on the host: slicing sharded outputs would compile a gather per block length.
+                parts.append(jax.tree.map(lambda a, n=n: np.asarray(a)[:, :n], out))
+                self._seconds_per_iteration = (time.perf_counter() - t0) / n
+                done += n
+                if self.progress is not None:
+                    self.progress(n * self.n_chains)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        self.iterations += done
+        if not parts:
+            return None
         return jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
+
+    def _chunk(self) -> int:
+        """Iterations for the next call: a whole block without a bar; else about ``PROGRESS_SECONDS``'
+        worth, one until a call has been timed (the first call compiles)."""
+        block = self.data[3].block
+        if self.progress is None:
+            return block
+        if self._seconds_per_iteration is None:
+            return 1
+        return int(np.clip(PROGRESS_SECONDS / max(self._seconds_per_iteration, 1e-9), 1, block))
+
+    def _call(self, n: int):
+        """``n`` iterations of every chain: the new states and (chains, block, ...) outputs."""
+        arrays, scales, shape, settings, white = self.data
+        if self.method != "sequential":
+            run = _advance_parallel if self.method == "parallel" else _advance_vectorized
+            return run(self.states, n, arrays, scales, shape, settings, white)
+        pairs = [_advance_one(state, n, arrays, scales, shape, settings, white) for state in self.states]
+        return [st for st, _ in pairs], jax.tree.map(lambda *a: jnp.stack(a), *(out for _, out in pairs))
+
+
+def _progress_bar(show: bool, num_chains: int, total: int):
+    """A tqdm bar over ``total`` iterations of ``num_chains`` chains, and its update callback
+    (None, None without ``show``). It reads "compiling" until the first update, then "warmup"."""
+    if not show:
+        return None, None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=num_chains * total, desc=f"NUTS, {num_chains} chains", postfix="compiling…")
+    started = []
+
+    def update(n: int) -> None:
+        if not started:  # the first iteration is done: the compiling is over
+            started.append(True)
+            bar.set_postfix_str("warmup", refresh=False)
+        bar.update(n)
+
+    return bar, update
 
 
 def fit_nuts(
@@ -340,7 +402,9 @@ def fit_nuts(
         prior_scale, intercept_scale, fit_intercept: ``orlr_model``'s priors.
         num_warmup, num_samples, num_chains: per chain.
         seed: the sampler's PRNG seed (also the jitter's).
-        progress_bar: a tqdm bar over all chains' iterations.
+        progress_bar: a tqdm bar over all chains' iterations; it says "compiling" until the first
+            iteration is done, then "warmup" and "sampling", and moves about every
+            ``PROGRESS_SECONDS``.
         init_values: raw starting parameters (``W_raw`` (d, C-1), ``beta_raw``
             (C-1,)), e.g. the MAP; None starts at zero weights (uniform class
             probabilities, a point of positive likelihood for every bag).
@@ -360,6 +424,11 @@ def fit_nuts(
     Returns:
         ``arviz.InferenceData`` (see ``inference_data``); ``sample_stats``'
         attributes record ``num_samples_planned`` and the draws actually run.
+
+    Ctrl-C in the sampling phase stops the chains and returns the draws so far
+    (``sample_stats.attrs["interrupted"]`` is 1, and ``diagnostics`` reports
+    it), as PyMC does; in warmup, or before ``MIN_KEPT_DRAWS`` draws, it raises
+    ``KeyboardInterrupt``.
     """
     from .diagnostics import mixing_converged
 
@@ -383,19 +452,17 @@ def fit_nuts(
     nuts_args = (int(num_warmup), int(max_tree_depth), float(target_accept_prob), bool(dense_mass))
     settings = NUTSSettings(*nuts_args, bool(fit_intercept), whitened=spec)
     limit = max(int(num_samples), int(max_num_samples or 0))
-    bar = None
-    if progress_bar:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=num_chains * (num_warmup + num_samples), desc=f"NUTS, {num_chains} chains")
+    bar, progress = _progress_bar(progress_bar, num_chains, num_warmup + num_samples)
     try:
-        chains = Chains(
-            keys, inits, arrays, scales, shape, settings, method, None if bar is None else bar.update, white
-        )
+        chains = Chains(keys, inits, arrays, scales, shape, settings, method, progress, white)
         chains.advance(num_warmup)
+        if chains.interrupted:  # warmup's draws are not the posterior's: nothing to keep
+            raise KeyboardInterrupt(f"NUTS interrupted in warmup, after {chains.iterations} iterations")
+        if bar is not None:
+            bar.set_postfix_str("sampling")
         parts = [chains.advance(num_samples)]
         step = max(1, -(-int(num_samples) // 4))
-        while sum(p.num_steps.shape[1] for p in parts) < limit:
+        while not chains.interrupted and sum(p.num_steps.shape[1] for p in parts) < limit:
             drawn = jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
             if mixing_converged(with_derived(drawn.z, data.n_outputs)):
                 break
@@ -406,6 +473,10 @@ def fit_nuts(
     finally:
         if bar is not None:
             bar.close()
+    parts = [p for p in parts if p is not None]
+    kept = sum(p.num_steps.shape[1] for p in parts)
+    if chains.interrupted and kept < MIN_KEPT_DRAWS:
+        raise KeyboardInterrupt(f"NUTS interrupted after {kept} draws a chain: too few to keep")
     out = jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
     n_draws = out.num_steps.shape[1]
     draws = with_derived(out.z, data.n_outputs)
@@ -431,6 +502,7 @@ def fit_nuts(
         "chain_method": method,
         "init": "zeros" if init_values is None else "given",
         "init_jitter": float(init_jitter),
+        "interrupted": int(chains.interrupted),
     }
     return inference_data(
         data, draws, model_kwargs, stats, seed=seed, sample_stats_attrs=attrs, log_likelihood=log_lik
