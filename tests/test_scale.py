@@ -17,10 +17,13 @@ import pytest
 from orlr_ppl.data.store import BagStore, BagStoreWriter, write_bag_store
 from orlr_ppl.dp.packing import pack_bags, pack_label_matrix, stream_layout
 from orlr_ppl.inference.streaming import (
+    PackedStream,
     _likelihood_weight,
     fit_streaming,
     log_likelihood_and_grad_epoch,
     model_minibatches,
+    stream_plan,
+    write_packed_stream,
 )
 from orlr_ppl.inference.streaming_svi import fit_streaming_svi
 from orlr_ppl.model import make_model_data, make_model_data_flat
@@ -337,6 +340,89 @@ def test_stochastic_fits_reach_the_map(easy):
     assert np.corrcoef(svi.W.ravel(), mp.W.ravel())[0, 1] > 0.98
     assert np.all(svi.W_sd > 0) and np.all(svi.W_sd < 0.5)  # 400 bags: a narrow posterior
     np.testing.assert_allclose(svi.W, svi.loc["W_raw"] @ sum_to_zero_basis(4).T, atol=1e-6)
+
+
+# A stream packed once, read ahead ---------------------------------------------------------------
+
+
+def test_a_packed_stream_is_the_store_s_epoch_and_its_minibatches_read_back_exactly(tmp_path, easy):
+    store, bags, sets, _ = easy
+    packed = write_packed_stream(store, tmp_path / "packed", batch_bags=100, seed=3)
+    assert (packed.n_bags, packed.n_batches, packed.batch_bags) == (400, 4, 100)
+    # Minibatch j is the store's j-th minibatch of the shuffled epoch it was packed from, bit for bit.
+    plan = stream_plan(store, 100)
+    for j, data in enumerate(model_minibatches(store, 100, seed=3, epoch=0, plan=plan)):
+        arrays, shape = split_model_data(data)
+        assert shape == packed.shape
+        for (x, m, y, _), (px, pm, py, known) in zip(arrays, packed.minibatch(j)):
+            np.testing.assert_array_equal(px, x)
+            np.testing.assert_array_equal(pm, m)
+            np.testing.assert_array_equal(py, y)
+            assert known is None
+
+    # An epoch reads every minibatch once, in a fresh order each epoch: told apart by their features.
+    def signature(arrays) -> float:
+        return float(sum(np.asarray(x, np.float64).sum() for x, *_ in arrays))
+
+    stored = sorted(signature(packed.minibatch(j)) for j in range(4))
+    orders = [[signature(a) for a in packed.batches(0, epoch)] for epoch in range(3)]
+    assert all(sorted(order) == stored for order in orders) and len({tuple(o) for o in orders}) > 1
+    # The exact epoch sum is the store's.
+    rng = np.random.default_rng(5)
+    params = {
+        "W_raw": rng.normal(size=(4, 3)).astype(np.float32),
+        "beta_raw": rng.normal(size=3).astype(np.float32),
+    }
+    ours = log_likelihood_and_grad_epoch(packed, params, 1.0, 10.0)
+    theirs = log_likelihood_and_grad_epoch(store, params, 1.0, 10.0, batch_bags=100)
+    assert ours.n_batches == 4 and ours.potential == pytest.approx(theirs.potential, rel=1e-6)
+    for k in params:
+        np.testing.assert_allclose(ours.grad[k], theirs.grad[k], rtol=1e-5, atol=1e-4)
+    # A stochastic fit reads it as it reads the store, and descends.
+    sgd = fit_streaming(packed, 1.0, 10.0, epochs=10, learning_rate=0.1, seed=1)
+    assert sgd.n_steps == 40 and np.mean(sgd.losses[-8:]) < 0.6 * sgd.losses[0]
+    assert fit_streaming_svi(packed, 1.0, 10.0, epochs=2, learning_rate=0.1).n_steps == 8
+
+
+def test_a_packed_stream_refuses_what_it_cannot_be(tmp_path, easy):
+    store = easy[0]
+    packed = write_packed_stream(store, tmp_path / "p", batch_bags=100)
+    with pytest.raises(ValueError, match="is not empty: give a new folder, or overwrite=True"):
+        write_packed_stream(store, tmp_path / "p", batch_bags=100)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("not a stream")
+    with pytest.raises(ValueError, match="is not empty"):  # overwrite replaces packed streams only
+        write_packed_stream(store, tmp_path / "mine", overwrite=True)
+    assert (tmp_path / "mine" / "notes.txt").is_file()
+    assert write_packed_stream(store, tmp_path / "p", batch_bags=100, overwrite=True).n_batches == 4
+    with pytest.raises(ValueError, match="packed in minibatches of 100 bags; leave batch_bags out"):
+        fit_streaming(packed, batch_bags=50)
+    with pytest.raises(ValueError, match="not a packed stream"):
+        PackedStream(tmp_path)
+    features = tmp_path / "p" / "bucket0_features.npy"
+    np.save(features, np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"bucket0_features.npy holds shape \(2, 3\)"):
+        PackedStream(tmp_path / "p")
+    features.unlink()
+    with pytest.raises(ValueError, match="bucket0_features.npy could not be read"):
+        PackedStream(tmp_path / "p")
+
+
+def test_a_reader_stopped_early_or_failing_ends_cleanly(tmp_path, easy, monkeypatch):
+    import threading
+
+    packed = write_packed_stream(easy[0], tmp_path / "p", batch_bags=100)
+    before = threading.active_count()
+    for _ in packed.batches(prefetch=1):
+        break  # the consumer stops: the reader thread must not hang on a full queue
+    assert threading.active_count() == before
+
+    def broken(j):
+        raise ValueError(f"minibatch {j} is damaged")
+
+    monkeypatch.setattr(packed, "minibatch", broken)
+    with pytest.raises(ValueError, match="minibatch . is damaged"):
+        list(packed.batches())
 
 
 # Several processes (jax.distributed), on this host's CPU -----------------------------------------

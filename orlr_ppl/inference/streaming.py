@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import jax
@@ -53,6 +54,7 @@ from ..model.numpyro_model import (
     sum_to_zero_basis,
 )
 from ..model.sharding import replicate, shard_model_data
+from .packed_stream import PackedStream, write_packed
 
 if TYPE_CHECKING:  # the store is the data layer's; this layer takes it as an argument
     from ..data.store import BagStore
@@ -122,6 +124,78 @@ def model_minibatches(
         yield data if mesh is None else shard_model_data(data, mesh)
 
 
+def epoch_arrays(
+    store: BagStore | PackedStream,
+    batch_bags: int,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    mesh: Mesh | None,
+    process_index: int,
+    process_count: int,
+    plan: StreamPlan | None = None,
+) -> Iterator[tuple[ModelArrays, ModelShape]]:
+    """One epoch's minibatches as ``(arrays, shape)`` for a jitted step: packed on the host from a
+    ``BagStore`` (``model_minibatches``), or read ahead from a ``PackedStream`` (already on the device)."""
+    if isinstance(store, PackedStream):
+        for arrays in store.batches(seed, epoch, shuffle):
+            yield arrays, store.shape
+        return
+    for data in model_minibatches(
+        store, batch_bags, seed, epoch, shuffle, mesh, process_index, process_count, plan
+    ):
+        yield split_model_data(data)
+
+
+def _batch_bags(
+    store: BagStore | PackedStream, batch_bags: int | None, mesh: Mesh | None, process_count: int
+) -> int:
+    """The minibatch size: ``batch_bags``, default ``DEFAULT_BATCH_BAGS``; a packed stream's own, which
+    another value contradicts (ValueError), as a mesh or several processes do."""
+    if not isinstance(store, PackedStream):
+        return DEFAULT_BATCH_BAGS if batch_bags is None else int(batch_bags)
+    if batch_bags is not None and int(batch_bags) != store.batch_bags:
+        raise ValueError(
+            f"batch_bags={batch_bags}: {store.folder} was packed in minibatches of {store.batch_bags} bags; "
+            "leave batch_bags out, or write the stream again (write_packed_stream) with that size"
+        )
+    if mesh is not None or process_count != 1:
+        raise ValueError(
+            f"{store.folder} is a packed stream, read by one process on one device: use its BagStore"
+        )
+    return store.batch_bags
+
+
+def write_packed_stream(
+    store: BagStore,
+    folder: str | Path,
+    batch_bags: int | None = None,
+    seed: int = 0,
+    overwrite: bool = False,
+) -> PackedStream:
+    """Pack one shuffled, stratified epoch of ``store``'s minibatches into ``folder``, once; return it opened.
+
+    Args:
+        store: a ``data.store.BagStore``.
+        folder: a new or empty folder (or a packed stream to replace, with ``overwrite``).
+        batch_bags: bags a minibatch holds at most; None: ``DEFAULT_BATCH_BAGS``.
+        seed: the shuffle that deals the bags to the minibatches.
+    The files hold the padded buckets, with their masks (``packed_stream``): 5.5 GB for the
+    synthetic million of ``benchmarks/bench_scale.py``, whose store takes 1.5 GB.
+    """
+    batch_bags = DEFAULT_BATCH_BAGS if batch_bags is None else int(batch_bags)
+    plan = stream_plan(store, batch_bags)
+    batches = (split_model_data(d) for d in model_minibatches(store, batch_bags, seed, 0, True, plan=plan))
+    about = {
+        "source": str(store.folder),
+        "n_bags": store.n_bags,
+        "batch_bags": batch_bags,
+        "seed": int(seed),
+        "dtype": store.dtype.name,
+    }
+    return write_packed(folder, batches, store.n_batches(batch_bags), about, overwrite)
+
+
 def _potential(
     params: Params, arrays: ModelArrays, weight: Array, scales: Scales, shape: ModelShape, fit_intercept: bool
 ) -> Array:
@@ -177,12 +251,12 @@ class EpochResult(NamedTuple):
 
 
 def log_likelihood_and_grad_epoch(
-    store: BagStore,
+    store: BagStore | PackedStream,
     params: Params,
     prior_scale: float | None = 1.0,
     intercept_scale: float | None = 10.0,
     fit_intercept: bool = True,
-    batch_bags: int = DEFAULT_BATCH_BAGS,
+    batch_bags: int | None = None,
     mesh: Mesh | None = None,
     process_index: int = 0,
     process_count: int = 1,
@@ -193,14 +267,14 @@ def log_likelihood_and_grad_epoch(
     one device: the sum over minibatches of each one's log-likelihood and
     gradient (on device, no host round trip until the end), plus the prior's
     once. ``params`` are raw: ``W_raw`` (d, C-1), ``beta_raw`` (C-1,).
-    ``mesh``, ``process_index``, ``process_count``: as ``fit_streaming``.
+    ``store``, ``batch_bags``, ``mesh``, ``process_index``, ``process_count``: as ``fit_streaming``.
     """
+    batch_bags = _batch_bags(store, batch_bags, mesh, process_count)
     _check_steps(store, batch_bags, process_count)
     dtype = store.dtype
     params = {k: np.asarray(v, dtype) for k, v in params.items()}
     value, grad, n_batches = None, None, 0
-    for data in model_minibatches(store, batch_bags, 0, 0, False, mesh, process_index, process_count):
-        arrays, shape = split_model_data(data)
+    for arrays, shape in epoch_arrays(store, batch_bags, 0, 0, False, mesh, process_index, process_count):
         v, g = _likelihood_and_grad(params, arrays, shape, fit_intercept)
         value, grad = (v, g) if value is None else (value + v, jax.tree.map(jnp.add, grad, g))
         n_batches += 1
@@ -270,8 +344,10 @@ def _weights(raw: dict[str, np.ndarray], n_classes: int) -> tuple[np.ndarray, np
     return np.asarray(raw["W_raw"]) @ basis.T, np.asarray(beta_raw) @ basis.T
 
 
-def _check_steps(store: BagStore, batch_bags: int, process_count: int) -> None:
+def _check_steps(store: BagStore | PackedStream, batch_bags: int, process_count: int) -> None:
     """Every process must take the same number of steps: each step is one global program."""
+    if isinstance(store, PackedStream):
+        return
     counts = [store.n_batches(batch_bags, p, process_count) for p in range(process_count)]
     if len(set(counts)) > 1:
         raise ValueError(
@@ -286,7 +362,7 @@ class StreamSettings(NamedTuple):
     learning_rate: float
     fit_intercept: bool
     epochs: int
-    batch_bags: int
+    batch_bags: int | None
     seed: int
     mesh: Mesh | None
     process_index: int
@@ -294,10 +370,15 @@ class StreamSettings(NamedTuple):
 
 
 def _stream(
-    step: Callable[..., tuple[S, Array]], state: S, store: BagStore, scales: Scales, how: StreamSettings
+    step: Callable[..., tuple[S, Array]],
+    state: S,
+    store: BagStore | PackedStream,
+    scales: Scales,
+    how: StreamSettings,
 ) -> tuple[S, np.ndarray]:
     """``state`` after ``step`` on each minibatch of ``epochs`` shuffled epochs, and (n_steps,) its losses."""
     learning_rate, fit_intercept, epochs, batch_bags, seed, mesh, process_index, process_count = how
+    batch_bags = _batch_bags(store, batch_bags, mesh, process_count)
     if int(epochs) < 1 or int(batch_bags) < 1 or not learning_rate > 0:
         raise ValueError(
             f"need epochs >= 1, batch_bags >= 1 and learning_rate > 0, got epochs={epochs}, "
@@ -305,27 +386,25 @@ def _stream(
         )
     _check_steps(store, batch_bags, process_count)
     n_bags, lr = np.asarray(store.n_bags, store.dtype), np.asarray(learning_rate, store.dtype)
-    losses, plan = [], stream_plan(store, batch_bags)  # one layout, one compiled step, for every epoch
+    # One layout, one compiled step, for every epoch (a packed stream holds its own).
+    losses, plan = [], None if isinstance(store, PackedStream) else stream_plan(store, batch_bags)
     if mesh is not None:  # placed as the step returns it, so the second step reuses the first's program
         state = replicate(state, mesh)
     for epoch in range(int(epochs)):
-        batches = model_minibatches(
-            store, batch_bags, seed, epoch, True, mesh, process_index, process_count, plan
-        )
-        for data in batches:
-            arrays, shape = split_model_data(data)
+        batches = epoch_arrays(store, batch_bags, seed, epoch, True, mesh, process_index, process_count, plan)
+        for arrays, shape in batches:
             state, loss = step(state, arrays, n_bags, scales, lr, shape, fit_intercept)
             losses.append(loss)  # on device: no host round trip per step
     return state, np.asarray(jnp.stack(losses), np.float64)
 
 
 def fit_streaming(
-    store: BagStore,
+    store: BagStore | PackedStream,
     prior_scale: float | None = 1.0,
     intercept_scale: float | None = 10.0,
     fit_intercept: bool = True,
     epochs: int = 1,
-    batch_bags: int = DEFAULT_BATCH_BAGS,
+    batch_bags: int | None = None,
     learning_rate: float = 0.01,
     seed: int = 0,
     init: Params | None = None,
@@ -336,11 +415,16 @@ def fit_streaming(
     """Stochastic MAP by minibatch gradient: Adam on the unbiased minibatch log joint, streamed.
 
     Args:
-        store: a ``data.store.BagStore``.
+        store: a ``data.store.BagStore``, whose minibatches are drawn and packed
+            afresh every epoch; or a ``packed_stream.PackedStream``, packed
+            once and read ahead in the background (fixed minibatches, a fresh
+            order every epoch), for a host that would otherwise keep the
+            device waiting.
         prior_scale, intercept_scale, fit_intercept: ``orlr_model``'s priors
             (a flat prior, None, is maximum likelihood).
         epochs: passes over the store, each in a fresh shuffled order.
-        batch_bags: bags a minibatch holds at most.
+        batch_bags: bags a minibatch holds at most; None: ``DEFAULT_BATCH_BAGS``,
+            or a packed stream's own.
         learning_rate: Adam's step size on the raw weights.
         seed: the shuffles'.
         init: starting raw parameters; default zeros.

@@ -25,8 +25,8 @@ from jax.sharding import Mesh
 
 from ..model.log_density import Params, Scales, prior_scales
 from ..model.numpyro_model import ModelArrays, ModelShape, sum_to_zero_basis
+from .packed_stream import PackedStream
 from .streaming import (
-    DEFAULT_BATCH_BAGS,
     StreamSettings,
     _likelihood_weight,
     _potential,
@@ -104,12 +104,12 @@ class StreamingSVIResult(NamedTuple):
 
 
 def fit_streaming_svi(
-    store: BagStore,
+    store: BagStore | PackedStream,
     prior_scale: float = 1.0,
     intercept_scale: float = 10.0,
     fit_intercept: bool = True,
     epochs: int = 1,
-    batch_bags: int = DEFAULT_BATCH_BAGS,
+    batch_bags: int | None = None,
     learning_rate: float = 0.01,
     init_scale: float = 0.01,
     seed: int = 0,
