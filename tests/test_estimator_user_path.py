@@ -506,3 +506,22 @@ def test_stochastic_em_is_an_option_with_its_own_report(data, tmp_path):
     for bad in ({"bag_fraction": 0.0}, {"bag_fraction": 1.5}, {"bag_fraction": 0.5, "method": "map"}):
         with pytest.raises(ValueError, match="stochastic EM takes method='em' and a fraction in"):
             ORLR(**bad).fit(train.bags, train.label_sets)
+
+
+@pytest.mark.parametrize("method", ["nuts", "svi"])
+def test_a_sampler_fit_says_what_it_is_doing_by_default(capsys, method):
+    """Progress is on by default: a line before the compiling that no bar shows, then the bar."""
+    rng = np.random.default_rng(1)
+    centres = np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])
+    ys = [rng.integers(0, 3, size=2) for _ in range(12)]
+    bags, sets = [centres[y] + rng.normal(size=(2, 2)) for y in ys], [np.unique(y) for y in ys]
+    settings = {"num_warmup": 10, "num_samples": 10, "num_chains": 1, "svi_steps": 20, "max_num_samples": 0}
+    quiet_fit(ORLR(method=method, **settings), bags, sets)
+    err = capsys.readouterr().err
+    if method == "nuts":
+        assert "NUTS: finding the MAP to start from (compiling)…" in err
+        assert "NUTS, 1 chain:" in err and "compiling…" in err and "sampling" in err and "20/20" in err
+    else:
+        assert "SVI: compiling the ELBO and its gradient…" in err and "20/20" in err
+    quiet_fit(ORLR(method=method, progress_bar=False, **settings), bags, sets)
+    assert capsys.readouterr().err == ""

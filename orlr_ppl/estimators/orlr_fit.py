@@ -8,6 +8,7 @@ that only predicts never needs.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -140,6 +141,8 @@ def fit_posterior(data: ModelData, method: str, s: SamplerSettings) -> Posterior
         accept = target_accept(data.weight_prior, s.target_accept)  # checked before the MAP start
         if s.whiten:
             check_whitenable(whitened_size(data, s.fit_intercept))
+        if s.progress_bar and s.init == "map":  # seconds of compiling before NUTS's own bar appears
+            _say("NUTS: finding the MAP to start from (compiling)…")
         idata = fit_nuts(
             data,
             num_warmup=s.num_warmup,
@@ -153,6 +156,8 @@ def fit_posterior(data: ModelData, method: str, s: SamplerSettings) -> Posterior
             **common,
         )
         return PosteriorFit(idata, None)
+    if s.progress_bar:  # NumPyro's bar appears only once the first step has compiled
+        _say("SVI: compiling the ELBO and its gradient…")
     res = fit_svi(
         data,
         guide=s.guide,
@@ -163,6 +168,11 @@ def fit_posterior(data: ModelData, method: str, s: SamplerSettings) -> Posterior
         **common,
     )
     return PosteriorFit(res.posterior, res.losses)
+
+
+def _say(line: str) -> None:
+    """A progress line on stderr, where the bars are."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def target_accept(weight_prior: str, requested: float | None) -> float:

@@ -364,7 +364,8 @@ def _progress_bar(show: bool, num_chains: int, total: int):
         return None, None
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=num_chains * total, desc=f"NUTS, {num_chains} chains", postfix="compiling…")
+    chains = f"{num_chains} chain{'' if num_chains == 1 else 's'}"
+    bar = tqdm(total=num_chains * total, desc=f"NUTS, {chains}", postfix="compiling…")
     started = []
 
     def update(n: int) -> None:
