@@ -525,3 +525,16 @@ def test_a_sampler_fit_says_what_it_is_doing_by_default(capsys, method):
         assert "SVI: compiling the ELBO and its gradient…" in err and "20/20" in err
     quiet_fit(ORLR(method=method, progress_bar=False, **settings), bags, sets)
     assert capsys.readouterr().err == ""
+
+
+def test_a_cross_validated_choice_shows_its_progress(capsys):
+    rng = np.random.default_rng(2)
+    centres = np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])
+    ys = [rng.integers(0, 3, size=2) for _ in range(12)]
+    bags, sets = [centres[y] + rng.normal(size=(2, 2)) for y in ys], [np.unique(y) for y in ys]
+    model = quiet_fit(ORLR(prior_scale="auto", cv_folds=2, max_iter=10), bags, sets)
+    err = capsys.readouterr().err
+    n_fits = 2 * len(model.cv_results_)
+    assert "choosing prior_scale by 2-fold CV" in err and f"{n_fits}/{n_fits}" in err
+    quiet_fit(ORLR(prior_scale="auto", cv_folds=2, max_iter=10, progress_bar=False), bags, sets)
+    assert capsys.readouterr().err == ""

@@ -126,12 +126,28 @@ def select_by_bag_cv(
     if estimator.prior == "group_horseshoe":  # no MAP: candidates are scored under the Normal of the slab
         fixed["prior"] = "normal"
 
+    bar = None
+    if getattr(
+        estimator, "progress_bar", False
+    ):  # a grid of fits on every fold: often minutes (kernel widths)
+        from tqdm.auto import tqdm
+
+        varied = [k for k in grid[0] if len({repr(p[k]) for p in grid}) > 1]
+        bar = tqdm(total=n_folds * len(grid), desc=f"choosing {', '.join(varied)} by {n_folds}-fold CV")
+
     def score(params: dict[str, Any], train: np.ndarray, test: np.ndarray) -> dict[str, float]:
         model = clone(estimator).set_params(**fixed, **params)
         model._fit_silently([feats[i] for i in train], [label_sets[i] for i in train])
-        return held_out_scores(model, [feats[i] for i in test], [label_sets[i] for i in test], n_classes)
+        scores = held_out_scores(model, [feats[i] for i in test], [label_sets[i] for i in test], n_classes)
+        if bar is not None:
+            bar.update()
+        return scores
 
-    return select_by_cv(score, len(feats), grid, n_folds, seed, scoring)
+    try:
+        return select_by_cv(score, len(feats), grid, n_folds, seed, scoring)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def select_by_cv(

@@ -108,8 +108,9 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         max_predict_draws: posterior draws used (evenly thinned) to average
             predictions.
         progress_bar: show a progress bar while NUTS samples (it reads "compiling"
-            until the first iteration, then "warmup" and "sampling") or SVI
-            optimises: those fits take minutes. EM and MAP take seconds and show none.
+            until the first iteration, then "warmup" and "sampling"), SVI
+            optimises, or an "auto" setting is chosen by cross-validation: those
+            take minutes. A single EM or MAP fit takes seconds and shows none.
         random_state: seed of NUTS and SVI.
         standardize: centre and scale each feature by its training mean and sd
             (a constant feature: scale 1) before fitting and before every
