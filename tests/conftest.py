@@ -40,6 +40,14 @@ def _compiled_programs_freed_after_each_module():
     jax.clear_caches()
 
 
+@pytest.fixture(autouse=True)
+def _no_layout_recalled_from_another_test(monkeypatch):
+    """Each test packs canonically as a fresh process would (``dp.packing.canonical_layout``)."""
+    from orlr_ppl.dp import packing
+
+    monkeypatch.setattr(packing, "_recalled", [])
+
+
 DTYPES = ["float32", "float64"]
 TOL = {"float32": 1e-4, "float64": 1e-10}
 

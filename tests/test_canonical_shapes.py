@@ -290,6 +290,7 @@ def test_buckets_merged_across_label_set_sizes_change_no_result(variant, monkeyp
         for merge in (True, False):
             if not merge:
                 monkeypatch.setattr(packing, "_merge_small", lambda plan, lengths, canonical: plan)
+                monkeypatch.setattr(packing, "_recalled", [])  # else the merged layout is recalled
             data = make_model_data(bags, sets, 5, dtype=np.float64, canonical_shapes=True, **kwargs)
             arrays, shape = split_model_data(data)
             value, grad = potential_and_grad(params, arrays, scales, shape, True)
@@ -310,3 +311,74 @@ def test_buckets_merged_across_label_set_sizes_change_no_result(variant, monkeyp
         np.testing.assert_allclose(p1[b], p0[b], atol=1e-12)
         if relaxed:
             np.testing.assert_allclose(l1[b], l0[b], atol=1e-12)
+
+
+def test_a_fold_recalls_the_layout_an_earlier_fold_packed_into_and_changes_no_result():
+    """A fold without the one five-label bag, and with more instances, packs into the first fold's layout.
+
+    Packed alone it would have one bucket fewer, hence programs of its own. The values are its own
+    packing's (float64, to round-off); a collection longer than any bucket, or one far smaller than
+    the layout (more than ``RECALL_PAD_FACTOR`` its own work), gets a layout of its own.
+    """
+    from orlr_ppl.dp import packing
+
+    rng = np.random.default_rng(5)
+    bags = [rng.normal(size=(int(n), 4)) for n in rng.integers(3, 9, 201)]
+    sets = [np.sort(rng.choice(6, 1 + b % 2, replace=False)) for b in range(201)]
+    sets[0] = np.arange(5)  # the one bag with five labels, in the first fold alone
+    bags[0], bags[200] = rng.normal(size=(5, 4)), rng.normal(size=(8, 4))
+    first, second = np.arange(201) < 200, np.arange(201) >= 1
+    params = {"W_raw": rng.normal(size=(4, 5)), "beta_raw": rng.normal(size=5)}
+    shapes = []
+    with jax.enable_x64(True):
+        scales = prior_scales(1.0, 5.0, np.float64)
+        for fold in (first, second):
+            fb, fs = [bags[i] for i in np.flatnonzero(fold)], [sets[i] for i in np.flatnonzero(fold)]
+            data = make_model_data(fb, fs, 6, dtype=np.float64, canonical_shapes=True)
+            arrays, shape = split_model_data(data)
+            shapes.append((shape.max_labels, [b.mask.shape for b in data.buckets], data.max_instances))
+            assert sorted(np.concatenate([b.bag_ids for b in data.buckets]).tolist()) == list(range(len(fb)))
+            value, grad = potential_and_grad(params, arrays, scales, shape, True)
+            alone = make_model_data(fb, fs, 6, dtype=np.float64)  # no padding, no layout
+            want_arrays, want_shape = split_model_data(alone)
+            want_value, want_grad = potential_and_grad(params, want_arrays, scales, want_shape, True)
+            assert float(value) == pytest.approx(float(want_value), rel=1e-12)
+            np.testing.assert_allclose(grad["W_raw"], want_grad["W_raw"], rtol=1e-10, atol=1e-12)
+    n_first, n_second = (sum(len(bags[i]) for i in np.flatnonzero(f)) for f in (first, second))
+    assert n_second > n_first and 5 in shapes[0][0]
+    assert shapes[1] == shapes[0]  # one bucket without bags, the same instance arrays: one program
+    recalled = list(packing._recalled)
+    packing._recalled.clear()
+    fb, fs = [bags[i] for i in np.flatnonzero(second)], [sets[i] for i in np.flatnonzero(second)]
+    alone = make_model_data(fb, fs, 6, canonical_shapes=True)
+    assert 5 not in split_model_data(alone)[1].max_labels  # packed alone, the fold would compile anew
+    packing._recalled[:] = recalled
+    lengths, sizes = np.array([len(b) for b in fb]), np.array([len(y) for y in fs])
+    assert packing.canonical_layout(lengths, sizes) is recalled[0]
+    longer = packing.canonical_layout(np.append(lengths, 40), np.append(sizes, 1))  # no bucket takes it
+    tiny = packing.canonical_layout(lengths[:2], sizes[:2])  # fits, but at many times its own work
+    assert longer is not recalled[0] and tiny is not recalled[0]
+    assert packing._recalled[:3] == [tiny, longer, recalled[0]]  # remembered, most recent first
+
+
+@pytest.mark.parametrize("method", ["em", "map"])
+def test_an_estimator_s_later_folds_compile_nothing(method):
+    """``ORLR`` with its defaults on two folds, the second without the five-label bag: one program."""
+    import warnings
+
+    from orlr_ppl.estimators import ORLR
+    from orlr_ppl.inference import em
+    from orlr_ppl.model import log_density
+
+    rng = np.random.default_rng(6)
+    bags = [rng.normal(size=(int(n), 3)) for n in rng.integers(3, 9, 201)]
+    sets = [np.sort(rng.choice(6, 1 + b % 2, replace=False)).tolist() for b in range(201)]
+    sets[0] = list(range(5))
+    program = em._em if method == "em" else log_density._fisher_jit
+    sizes = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a few iterations converge nowhere
+        for fold in (slice(0, 200), slice(1, 201)):
+            ORLR(method=method, max_iter=3).fit(bags[fold], sets[fold])
+            sizes.append(program._cache_size())
+    assert sizes[1] == sizes[0] >= 1

@@ -169,9 +169,11 @@ def pack_bags(
             None to bucket by instance count alone (for simulation and
             prediction, where labels are unknown; buckets then have K = 0).
         canonical: pad each bucket's bag and instance counts up to
-            ``canonical_size`` (with padding bags that change no result), so
-            that other folds and datasets of similar shape share compiled
-            programs: for fits whose cost is mostly compiling (EM, MAP).
+            ``canonical_size`` (with padding bags that change no result), in
+            a layout this process used before where the bags fit it
+            (``canonical_layout``), so that other folds and datasets of
+            similar shape share compiled programs: for fits whose cost is
+            mostly compiling (EM, MAP).
         layout: pack labelled bags into exactly these buckets (``shared_layout``),
             so that every collection it covers shares the programs; a ValueError
             if the bags do not fit it.
@@ -312,6 +314,85 @@ def shared_layout(collections: Sequence[tuple[np.ndarray, np.ndarray]]) -> Layou
     return fixed_layout(plan, rows)._replace(max_instances=most)
 
 
+RECALL_PAD_FACTOR = 2.0
+"""``canonical_layout`` reuses a layout seen before while its padded DP work
+stays within this factor of the bags' own canonical layout's."""
+
+INSTANCE_HEADROOM = 1.125
+"""A layout ``canonical_layout`` plans sizes instance arrays (``Layout.max_instances``)
+for this many times its bags' instances, so that a later fold up to an eighth larger shares them."""
+
+RECALLED_LAYOUTS = 32
+"""How many layouts ``canonical_layout`` remembers, the most recently used first."""
+
+_recalled: list[Layout] = []
+
+
+def canonical_layout(n_instances: Sequence[int], n_labels: Sequence[int]) -> Layout:
+    """The ``Layout`` a canonical packing of these bags uses: one used before in this process, if they fit it.
+
+    Cross-validation folds, bootstrap resamples and refits of one dataset each
+    differ a little in their bags: a fold may lack the one bag of ten labels,
+    or hold a few more instances. Packed alone, each would get buckets of its
+    own and compile every program again (EM's or MAP's is a few seconds, its
+    fit a tenth of one). So each bag collection first tries the layouts
+    this process used before, most recent first: the first that takes every
+    bag (``layout_groups``), its instances (``Layout.max_instances``), and
+    costs at most ``RECALL_PAD_FACTOR`` times the DP work of the bags' own
+    layout is used again. Otherwise the bags' own layout (``shared_layout`` of
+    them alone, each bucket taking any bag up to its padded width, and
+    instance arrays sized ``INSTANCE_HEADROOM`` times theirs) is remembered
+    and returned.
+
+    Padding bags and slots change no result, so the layout a collection gets
+    changes its fit's values only at float round-off (the sums' order), and
+    not at all where it was packed into the same layout before.
+
+    Args:
+        n_instances: (B,) instance count of each bag.
+        n_labels: (B,) label-set size of each bag.
+    """
+    lengths, sizes = np.asarray(n_instances, np.int64), np.asarray(n_labels, np.int64)
+    own = _own_layout(lengths, sizes)
+    budget = RECALL_PAD_FACTOR * _layout_work(own)
+    for i, layout in enumerate(_recalled):
+        if _layout_work(layout) <= budget and _fits(layout, lengths, sizes):
+            _recalled.insert(0, _recalled.pop(i))
+            return layout
+    _recalled.insert(0, own)
+    del _recalled[RECALLED_LAYOUTS:]
+    return own
+
+
+def _own_layout(lengths: np.ndarray, sizes: np.ndarray) -> Layout:
+    """These bags' own canonical buckets, as a ``Layout`` whose buckets take any bag up to their width.
+
+    Each bag goes to the first bucket with enough label slots and width, its
+    own in the canonical plan or an earlier one; a bucket left empty is dropped.
+    """
+    plan = _plan(lengths, sizes, True, None)
+    ks = np.array([k for k, _, _ in plan], np.int64)
+    widths = np.array([width for _, _, (_, width) in plan], np.int64)
+    counts = np.bincount(layout_groups(lengths, sizes, (ks, widths)), minlength=len(ks))
+    used = counts > 0
+    layout = fixed_layout((ks[used], widths[used]), counts[used])
+    return layout._replace(max_instances=int(np.ceil(INSTANCE_HEADROOM * lengths.sum())))
+
+
+def _fits(layout: Layout, lengths: np.ndarray, sizes: np.ndarray) -> bool:
+    """Whether ``pack_bags(..., layout=layout)`` takes these bags, and their instances fit its arrays."""
+    group = layout_groups(lengths, sizes, (layout.n_labels, layout.max_length))
+    if np.any(group < 0) or lengths.sum() > max(layout.max_instances, 0):
+        return False
+    return bool(np.all(np.bincount(group, minlength=len(layout.n_labels)) <= layout.n_rows))
+
+
+def _layout_work(layout: Layout) -> float:
+    """A layout's padded DP work: its buckets' cells times ``K * 2**K``."""
+    k = np.asarray(layout.n_labels, np.float64)
+    return float(np.sum(layout.n_rows * layout.width * np.maximum(k, 1) * np.exp2(k)))
+
+
 def pack_label_matrix(
     n_instances: np.ndarray,
     label_matrix: np.ndarray | None,
@@ -399,6 +480,8 @@ def _pack(
     layout: Layout | None = None,
 ) -> PackedBags:
     """``pack_bags`` given (B,) label-set sizes and ``labels_of(ids, k)``, the (k, len(ids)) sorted labels."""
+    if canonical and layout is None and labels_of is not None:
+        layout = canonical_layout(lengths, sizes)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     buckets = []
     instance_slot = np.empty(lengths.sum(), dtype=np.int64)

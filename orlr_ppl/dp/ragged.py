@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .packing import Layout, PackedBags, canonical_size, pack_bags
+from .packing import Layout, PackedBags, canonical_layout, pack_bags
 from .slots import slot_log_probs, spread_slots
 from .subset_dp import BucketInputs, buckets_dp, buckets_dp_unchecked
 from .validation import DEFAULT_MAX_LABELS, check_label_sets, check_logits
@@ -124,22 +124,19 @@ def pack_canonical(
 ) -> tuple[np.ndarray, PackedBags]:
     """Rows (n_instances, ...) laid bag after bag and their packing, both padded to canonical shapes.
 
-    The buckets pad to canonical sizes, and the rows and the flat instance
-    and bag arrays to ``canonical_size`` of their lengths, so that calls on
-    other bags of similar shape reuse the program. With ``layout``
-    (``packing.shared_layout``, e.g. of a cross-validation's folds), the
-    buckets are the layout's and the rows and bags pad to its cell and row
-    counts, so that every collection it covers shares one program (a
-    ValueError if the bags do not fit it). The padded rows belong to no
+    The buckets are ``layout``'s (``packing.shared_layout``, e.g. of a
+    cross-validation's folds; a ValueError if the bags do not fit it), or
+    else ``packing.canonical_layout``'s, and the rows and the flat instance
+    and bag arrays pad to its cell and row counts, so that calls on other
+    bags it covers share one program. The padded rows belong to no
     bucket, and the padded entries of ``instance_slot`` and ``bag_slot`` read
     slot 0: keep the first ``n_instances`` rows and ``B`` bags only.
     ``label_sets`` as ``check_label_sets`` returns them.
     """
-    packed = pack_bags(n_instances, label_sets, canonical=True, layout=layout)
     if layout is None:
-        rows, bags = canonical_size(flat.shape[0]), canonical_size(len(n_instances))
-    else:
-        rows, bags = int(np.sum(layout.n_rows * layout.width)), int(np.sum(layout.n_rows))
+        layout = canonical_layout(n_instances, [len(y) for y in label_sets])
+    packed = pack_bags(n_instances, label_sets, canonical=True, layout=layout)
+    rows, bags = int(np.sum(layout.n_rows * layout.width)), int(np.sum(layout.n_rows))
     flat = np.pad(flat, ((0, rows - flat.shape[0]),) + ((0, 0),) * (flat.ndim - 1))
     return flat, packed._replace(
         # bag_ids' length is the real bag count, which would select a program of its own.

@@ -129,7 +129,9 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             (and no warning is issued), ``history_`` holds the per-iteration
             estimates, and ``log_posterior_`` is exact, on all bags.
         canonical_shapes: pad the label-set buckets to canonical sizes (at
-            most 1.5x each; ``make_model_data``), so that fits on other folds
+            most 1.5x each; ``make_model_data``), in a layout an earlier fit
+            in this process used wherever the bags fit it
+            (``dp.packing.canonical_layout``), so that fits on other folds
             or datasets of similar shape reuse the compiled programs. None:
             for EM and MAP, whose cost is mostly compiling, not for NUTS and
             SVI, which evaluate the gradient thousands of times (padding cost

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from ..dp.packing import Layout, PackedBags, pack_bags, pack_label_matrix
+from ..dp.packing import Layout, PackedBags, canonical_layout, pack_bags, pack_label_matrix
 from ..dp.validation import (
     DEFAULT_MAX_LABELS,
     check_features,
@@ -187,8 +187,10 @@ def make_model_data(
         dtype: float dtype of the packed features.
         canonical_shapes: pad the buckets to canonical sizes
             (``dp.packing.canonical_size``) with bags that change no result,
-            so that fits on other folds or datasets of similar shape reuse
-            compiled programs; worth it where compiling dominates (EM, MAP).
+            reusing a layout this process packed before where the bags fit
+            it (``dp.packing.canonical_layout``), so that fits on other folds
+            or datasets of similar shape reuse compiled programs; worth it
+            where compiling dominates (EM, MAP).
         layout: pack into exactly these buckets (``dp.packing.shared_layout``
             of every fold of a cross-validation, say), so that all share one
             program; a ValueError if the bags do not fit it.
@@ -213,7 +215,11 @@ def make_model_data(
             raise ValueError("instance_labels need the bags' label sets")
         novel = n_classes if novel_class else None
         known = np.concatenate(check_known_labels(instance_labels, n_inst, sets, novel))
-    packed = pack_bags(n_inst, sets, canonical=canonical_shapes, layout=None if sets is None else layout)
+    if sets is None:
+        layout = None
+    elif canonical_shapes and layout is None:  # a layout this process used before, where the bags fit it
+        layout = canonical_layout(n_inst, [len(y) for y in sets])
+    packed = pack_bags(n_inst, sets, canonical=canonical_shapes, layout=layout)
     data = _model_data(
         packed, np.concatenate(feats).astype(dtype), sets is not None, n_classes, max_labels, known
     )
