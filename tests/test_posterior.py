@@ -244,7 +244,7 @@ def test_the_warning_names_one_next_step_for_each_kind_of_failure(nuts_fit):
 
     assert "dense_mass=True" in advice(n_at_max_treedepth=3)
     assert advice(bfmi=[0.2, 1.0]).startswith("lengthen warmup")
-    assert advice(n_high_pareto_k=2, loo_high_k_share=0.1).startswith("the sampler mixed")
+    assert advice(n_high_pareto_k=2, loo_high_k_share=0.1).startswith("the flagged bags pull strongly")
     assert advice(mcmc=False, n_high_pareto_k=2).startswith("fit the guide longer")
     assert advice(interrupted=True, n_divergent=3) == "run the fit again and let it finish"
     # Slow mixing: more draws; after a long run the caller's note comes first.
@@ -255,6 +255,15 @@ def test_the_warning_names_one_next_step_for_each_kind_of_failure(nuts_fit):
     assert message.startswith(
         "the NUTS posterior is not yet to be trusted: 3 transitions at the tree-depth cap."
     )
+    # Chains that passed every MCMC check are not called untrustworthy for PSIS-LOO's sake alone.
+    loo = {"n_high_pareto_k": 2, "loo_high_k_share": 0.1}
+    assert warning_message(base._replace(sampler={**base.sampler, **loo})).startswith(
+        "the NUTS chains converged, but PSIS-LOO is not to be trusted: Pareto k̂ above 0.7 for 10.0% of bags"
+    )
+    both = base._replace(sampler={**base.sampler, **loo, "n_at_max_treedepth": 3})
+    assert warning_message(both).startswith("the NUTS posterior is not yet to be trusted: 3 transitions")
+    svi = base._replace(sampler={**base.sampler, **loo, "mcmc": False})
+    assert warning_message(svi).startswith("the SVI posterior is not yet to be trusted: Pareto k̂")
 
 
 def test_unconverged_nuts_fit_warns():

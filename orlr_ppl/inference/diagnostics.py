@@ -381,10 +381,18 @@ def diagnose(
 def warning_message(diagnostics: Diagnostics) -> str:
     """The ``ConvergenceWarning``'s one short paragraph: what failed, with its worst figure, and the
     one thing to try next (``next_step``); ``ORLR.diagnostics()`` keeps every check in full."""
-    kind = "NUTS" if diagnostics.sampler["mcmc"] else "SVI"
-    failed = "; ".join(failure_figures(diagnostics))
+    s = diagnostics.sampler
+    kind = "NUTS" if s["mcmc"] else "SVI"
+    figures = failure_figures(diagnostics)
+    # The chains passed every MCMC check; only PSIS-LOO is in doubt, and the lead says so.
+    loo_only = s["mcmc"] and s.get("n_high_pareto_k") and len(figures) == 1 and not diagnostics.note
+    lead = (
+        f"the {kind} chains converged, but PSIS-LOO is not to be trusted"
+        if loo_only
+        else f"the {kind} posterior is not yet to be trusted"
+    )
     return (
-        f"the {kind} posterior is not yet to be trusted: {failed}. Next: {next_step(diagnostics)}. "
+        f"{lead}: {'; '.join(figures)}. Next: {next_step(diagnostics)}. "
         "ORLR.diagnostics() reports every check in full."
     )
 
@@ -448,10 +456,7 @@ def next_step(diagnostics: Diagnostics) -> str:
         return more
     if any(not v >= BFMI_MIN for v in (s.get("bfmi") or [])):
         return "lengthen warmup (num_warmup=1000); if E-BFMI stays low, reparametrise the prior's scales"
-    return (
-        "the sampler mixed; the flagged bags pull strongly on the posterior, so compare the fit "
-        "without them before trusting PSIS-LOO"
-    )
+    return "the flagged bags pull strongly on the posterior: compare the fit without them before using LOO"
 
 
 def failing_parameters(diagnostics: Diagnostics) -> list[str]:
