@@ -1,20 +1,36 @@
-"""The README's Python examples run, and its Quickstart matches CI."""
+"""The README's and the guide's Python examples run, and the README's Quickstart matches CI."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_readme_python_examples_run(tmp_path, monkeypatch):
+DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_python_examples_run(document, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the examples save models under ./models
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert blocks
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / document).read_text(), re.S)
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+        exec(compile(block, document, "exec"), {})
+
+
+def test_the_guide_has_examples_and_its_links_resolve():
+    """Every page links only to files that exist, and the README's and the guide's examples are many."""
+    count = 0
+    for document in DOCUMENTS:
+        text = (ROOT / document).read_text()
+        count += len(re.findall(r"```python\n", text))
+        for target in re.findall(r"\]\(([^)#]+?)(?:#[^)]*)?\)", text):
+            if "://" not in target:
+                assert (ROOT / document).parent.joinpath(target).exists(), f"{document}: {target}"
+    assert count >= 7 and len(DOCUMENTS) >= 9
 
 
 def test_quickstart_has_two_commands_and_ci_runs_the_test_one():
