@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 from orlr_ppl import ORLR, MajorityClass
 from orlr_ppl.estimators.sim import SIM
+from orlr_ppl.evaluation.metrics import CREDIBLE_MASS
+from orlr_ppl.evaluation.plots import proba_intervals
 from orlr_ppl.inference.diagnostics import (
     ConvergenceWarning,
     Diagnostics,
@@ -96,7 +99,9 @@ def test_posterior_predictions_and_uncertainty(nuts_fit, map_fit):
     assert np.all(mi >= 0) and np.all(mi <= entropy + 1e-9)
     # Far out along a boundary the draws disagree: epistemic uncertainty is high there.
     assert unc[-1][1, 1] > np.median(mi[:-2])
-    assert np.all(np.concatenate(map_fit.predict_uncertainty(bags))[:, 1] < 1e-9)
+    with pytest.warns(UserWarning, match=r"predict_uncertainty on a method='map' fit: .*information is zero"):
+        point = map_fit.predict_uncertainty(bags)
+    assert np.all(np.concatenate(point)[:, 1] < 1e-9)
 
 
 @pytest.mark.parametrize("guide", ["normal", "lowrank"])
@@ -282,6 +287,9 @@ def test_unconverged_nuts_fit_warns():
     )
     assert not est.diagnostics().converged
     assert any("at least 2 chains" in p for p in est.diagnostics().problems)
+    shown = str(est.diagnostics())
+    assert shown.startswith("NUTS: 1 chain x 40 draws (extended from 20") and "verdict: NOT conv" in shown
+    assert all(f"- {p}" in shown for p in est.diagnostics().problems) and "Diagnostics(" not in shown
 
 
 def test_em_and_map_that_stop_early_warn(nuts_fit, map_fit):
@@ -295,6 +303,8 @@ def test_em_and_map_that_stop_early_warn(nuts_fit, map_fit):
     assert diag.summary_lines() == [
         f"EM: 1 iteration (max_iter=1), final relative change {diag.relative_change:.2g}; NOT converged"
     ]
+    # print() shows the summary and the problem, not a NamedTuple's repr.
+    assert str(diag) == f"{diag.summary_lines()[0]}\n- {diag.problems[0]}"
     with pytest.warns(
         ConvergenceWarning, match=r"^MAP \(L-BFGS\) stopped after 1 iteration .*raise max_iter"
     ):
@@ -323,11 +333,14 @@ def test_predict_interval_brackets_the_mean(nuts_fit, map_fit):
     # Uncertain weights give intervals of non-zero width somewhere.
     assert max(np.ptp(iv, axis=-1).max() for iv in est.predict_interval(bags)) > 0.01
     for given in (None, sets):
-        for iv, p in zip(
-            map_fit.predict_interval(bags, label_sets=given), map_fit.predict_proba(bags, given)
-        ):
+        with pytest.warns(UserWarning, match=r"predict_interval on a method='map' fit: .*zero width"):
+            point = map_fit.predict_interval(bags, label_sets=given)
+        for iv, p in zip(point, map_fit.predict_proba(bags, given)):
             np.testing.assert_array_equal(iv[..., 0], iv[..., 1])
             np.testing.assert_allclose(iv[..., 0], p, atol=1e-6)
+    # One default mass everywhere: the estimator's intervals and the plots' agree.
+    assert inspect.signature(est.predict_interval).parameters["prob"].default == CREDIBLE_MASS
+    assert inspect.signature(proba_intervals).parameters["mass"].default == CREDIBLE_MASS
     with pytest.raises(ValueError, match="prob=1.5"):
         est.predict_interval(bags, prob=1.5)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..evaluation.metrics import check_credible_mass, equal_tailed_interval
+from ..evaluation.metrics import CREDIBLE_MASS, check_credible_mass, equal_tailed_interval
 from .base import Bags
 from .inputs import split_by_bag
 
@@ -17,7 +18,10 @@ class _PosteriorPredictive:
     (``_draw_proba``, ``_draw_posteriors``); a point estimate is one draw."""
 
     def predict_interval(
-        self, bags: Bags, prob: float = 0.94, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None
+        self,
+        bags: Bags,
+        prob: float = CREDIBLE_MASS,
+        label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None,
     ) -> list[np.ndarray]:
         """B arrays (n_b, C, 2): equal-tailed credible intervals ``[lower, upper]`` of class probabilities.
 
@@ -28,9 +32,10 @@ class _PosteriorPredictive:
         show how far the weights' uncertainty moves each probability;
         ``predict_proba`` is the mean over the same draws. EM and MAP have one
         point estimate: the interval collapses to it (lower == upper ==
-        ``predict_proba``).
+        ``predict_proba``), and a warning says so.
         """
         check_credible_mass(prob)
+        self._warn_if_point("predict_interval", "every interval has zero width")
         feats = self._check_bags(bags)
         if label_sets is None:
             draws = self._draw_proba(feats)
@@ -44,8 +49,9 @@ class _PosteriorPredictive:
 
         Entropy ``H[E_theta p(y | x, theta)]`` is the total uncertainty; the
         mutual information ``H[E p] - E H[p]`` between the label and the
-        weights is its epistemic part (zero for EM/MAP point estimates).
+        weights is its epistemic part (zero for EM/MAP point estimates, with a warning).
         """
+        self._warn_if_point("predict_uncertainty", "the mutual information is zero")
         out = []
         for p in self._draw_proba(self._check_bags(bags)):
             mean = p.mean(axis=0)
@@ -53,3 +59,14 @@ class _PosteriorPredictive:
             aleatoric = -np.sum(p * np.log(np.clip(p, 1e-300, None)), axis=-1).mean(axis=0)
             out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
         return out
+
+    def _warn_if_point(self, name: str, consequence: str) -> None:
+        """Say that a point fit's weights carry no uncertainty, rather than return it silently."""
+        method = getattr(self, "method", None)
+        if method in ("em", "map"):
+            warnings.warn(
+                f"{name} on a method={method!r} fit: one point estimate of the weights, so "
+                f"{consequence}; fit method='nuts' or 'svi' for the weights' uncertainty",
+                UserWarning,
+                stacklevel=3,
+            )

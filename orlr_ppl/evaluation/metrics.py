@@ -197,10 +197,14 @@ def expected_calibration_error(
     return float(ece)
 
 
+CREDIBLE_MASS = 0.9
+"""The default mass of a credible interval, wherever the package draws or returns one."""
+
+
 def check_credible_mass(prob: float) -> None:
     """ValueError unless ``0 < prob < 1``."""
     if not 0.0 < prob < 1.0:
-        raise ValueError(f"prob={prob}: the credible mass must lie strictly between 0 and 1, e.g. 0.94")
+        raise ValueError(f"prob={prob}: a credible mass lies strictly between 0 and 1, e.g. {CREDIBLE_MASS}")
 
 
 def equal_tailed_interval(draws: np.ndarray, prob: float) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
-from .metrics import equal_tailed_interval, expected_calibration_error, labelled_instances
+from .metrics import CREDIBLE_MASS, equal_tailed_interval, expected_calibration_error, labelled_instances
 
 if TYPE_CHECKING:
     import arviz as az
@@ -259,7 +259,7 @@ class ProbaIntervals(NamedTuple):
     mass: float
 
 
-def proba_intervals(draws: np.ndarray, mass: float = 0.9) -> ProbaIntervals:
+def proba_intervals(draws: np.ndarray, mass: float = CREDIBLE_MASS) -> ProbaIntervals:
     """``ProbaIntervals`` of one bag from per-draw probabilities.
 
     Args:

@@ -356,6 +356,10 @@ class Diagnostics(NamedTuple):
         """``summary_lines`` joined by newlines."""
         return "\n".join(self.summary_lines())
 
+    def __str__(self) -> str:
+        """What ``print`` shows: the summary, then each failed check in full."""
+        return "\n".join([*self.summary_lines(), *(f"- {p}" for p in self.problems)])
+
 
 def diagnose(
     idata: az.InferenceData,

@@ -66,6 +66,10 @@ class PointDiagnostics(NamedTuple):
     def summary(self) -> str:
         return "\n".join(self.summary_lines())
 
+    def __str__(self) -> str:
+        """What ``print`` shows: the summary, then the problem in full."""
+        return "\n".join([*self.summary_lines(), *(f"- {p}" for p in self.problems)])
+
 
 def optimizer_diagnostics(
     method: str,
