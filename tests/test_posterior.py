@@ -401,3 +401,23 @@ def test_posterior_predictive_label_sets(nuts_fit):
     plt.close("all")
     kept = thinned_draws(1000, 200)
     assert len(kept) == 200 and kept[0] == 0 and kept[-1] == 999 and np.all(np.diff(kept) > 0)
+
+
+def test_a_posterior_names_bags_by_their_ids(tmp_path):
+    """Fitted from a ``MIMLData``, the per-bag values (and so PSIS-LOO's worst bags) carry the bag ids."""
+    from orlr_ppl import MIMLData
+
+    bags, sets, labels = _clusters()
+    ids = [f"rec-{i:02d}" for i in range(len(bags))]
+    data = MIMLData(bags=bags, label_sets=sets, instance_labels=labels, n_classes=3, bag_ids=ids)
+    est = ORLR(method="nuts", num_warmup=20, num_samples=20, num_chains=2, max_num_samples=0, prune=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # 20 draws: no more than a test of names
+        est.fit(data)
+    kept = [b for i, b in enumerate(ids) if i not in set(est.pruned_bags_)]
+    assert len(kept) < len(ids)  # pruning left bags out, and the names still line up
+    assert [str(b) for b in est.posterior_.log_likelihood["bag"].values] == kept
+    worst = est.diagnostics().sampler["worst_pareto_k"]
+    assert worst and all(name in kept for name, _ in worst)
+    loaded = ORLR.load(est.save(tmp_path / "m"))  # the names survive the netCDF file
+    assert [str(b) for b in loaded.posterior_.log_likelihood["bag"].values] == kept

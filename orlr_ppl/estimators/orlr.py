@@ -335,7 +335,10 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         )
         self.canonical_shapes_ = canonical
         if self.method in ("nuts", "svi"):
-            self._fit_posterior(data)
+            ids = getattr(bags, "bag_ids", None)  # a MIMLData's: the diagnostics name bags by them
+            dropped = set(self.pruned_bags_)
+            kept = None if ids is None else [b for i, b in enumerate(ids) if i not in dropped]
+            self._fit_posterior(data, kept)
         else:
             self._fit_point(data)
             self._unpad_rows(padded)
@@ -370,8 +373,8 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         if res.history is not None:
             self.history_ = res.history
 
-    def _fit_posterior(self, data: ModelData) -> None:
-        """NUTS or SVI: ``posterior_`` (named after the data's classes and features) and its draws."""
+    def _fit_posterior(self, data: ModelData, bag_ids: Sequence[Any] | None = None) -> None:
+        """NUTS or SVI: ``posterior_`` (named by the data's classes, features and bag ids) and its draws."""
         from ..inference.inference_data import with_names
 
         settings = SamplerSettings(**{k: getattr(self, k) for k in SamplerSettings._fields})
@@ -383,7 +386,8 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         if classes is not None and self.novel_class:  # W, beta have one more column than the data
             classes = [*classes, NOVEL_CLASS_NAME]
         rows = getattr(self, "feature_names_", None) if self.kernel is None else None  # kernel: elements
-        self._set_posterior(with_names(res.posterior, classes, rows))
+        bags = None if bag_ids is None else [str(b) for b in bag_ids]
+        self._set_posterior(with_names(res.posterior, classes, rows, bags))
 
     def _set_posterior(self, idata: az.InferenceData) -> None:
         self.posterior_ = idata

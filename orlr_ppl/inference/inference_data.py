@@ -178,16 +178,21 @@ def with_names(
     idata: az.InferenceData,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
+    bag_names: Sequence[str] | None = None,
 ) -> az.InferenceData:
-    """A copy whose ``class`` and ``feature`` coordinates are the given names, in every group.
+    """A copy whose ``class``, ``feature`` and ``bag`` coordinates are the given names, in every group.
 
-    So ``arviz.summary`` rows read ``W[x-box, j]`` instead of ``W[3, 9]``.
+    So ``arviz.summary`` rows read ``W[x-box, j]`` instead of ``W[3, 9]``, and PSIS-LOO's
+    per-bag values are keyed by the bags' own ids.
     """
     coords = {}
-    for dim, names in (("class", class_names), ("feature", feature_names)):
+    sizes = {**idata.posterior.sizes}
+    if "log_likelihood" in idata.groups():
+        sizes = {**idata.log_likelihood.sizes, **sizes}
+    for dim, names in (("class", class_names), ("feature", feature_names), ("bag", bag_names)):
         if names is None:
             continue
-        size = idata.posterior.sizes.get(dim)
+        size = sizes.get(dim)
         if size is not None and len(names) != size:
             raise ValueError(
                 f"got {len(names)} {dim} names but the posterior has {size} entries along {dim!r}: "
