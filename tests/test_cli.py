@@ -491,3 +491,25 @@ def test_fit_reports_collinear_features_as_a_warning_line(capsys):
         fit_quietly(_Model())
     assert not any(issubclass(w.category, CollinearityWarning) for w in rec)
     assert capsys.readouterr().err == "warning: x2 ~ x0, x1\n"
+
+
+def test_predict_and_evaluate_leave_out_impossible_bags_when_asked(tmp_path, capsys):
+    """``--drop-impossible`` does in ``predict`` and ``evaluate --model`` what it does in ``fit``."""
+    _write_npz(tmp_path / "train.npz", make_miml_digits(40, seed=0, split="train", max_size=4))
+    test = make_miml_digits(12, seed=1, split="test", max_size=4)
+    test.label_sets[3] = list(range(9))  # bag 103 names more digits than it has images
+    _write_npz(tmp_path / "test.npz", test)
+    model = tmp_path / "model"
+    assert main(["fit", "--data", str(tmp_path / "train.npz"), "--method", "map", "--out", str(model)]) == 0
+    capsys.readouterr()
+    for command in (["predict", "--transductive"], ["evaluate"]):
+        args = [*command, "--model", str(model), "--data", str(tmp_path / "test.npz")]
+        assert main(args) == 2  # the impossible bag is an error, which names it
+        err = capsys.readouterr().err
+        assert "103" in err and len(err.strip().splitlines()) == 1
+        assert main([*args, "--drop-impossible"]) == 0
+        out, err = capsys.readouterr()
+        assert "left out 1 bag(s) the model cannot explain: ['103']" in err
+        if command[0] == "predict":
+            bags = {line.split(",")[0] for line in out.splitlines()[1:]}
+            assert "103" not in bags and len(bags) == 11

@@ -327,12 +327,40 @@ def _class_names(model, data: MIMLData) -> list[str]:
     return names
 
 
+def _explainable(data: MIMLData, model: Any, args: argparse.Namespace) -> MIMLData:
+    """``data`` checked for bags the saved model cannot explain; with ``--drop-impossible`` without them.
+
+    The bags ``fit`` refuses, judged under the model's own relaxation (its leak, its novel class).
+    Without the flag one is an error naming the bag's id; with it, a warning line names the bags
+    left out.
+    """
+    if data.label_sets is None:
+        return data
+    relaxed = {
+        "leak": getattr(model, "leak", None) is not None,
+        "novel": bool(getattr(model, "novel_class", False)),
+    }
+    if not getattr(args, "drop_impossible", False):
+        try:
+            data.check_fittable(**relaxed)
+        except ValueError as err:
+            raise ValueError(f"{err} (on the command line: --drop-impossible)") from None
+        return data
+    clean, dropped = data.drop_impossible(**relaxed)
+    if dropped:
+        ids = [str(data.bag_ids[b]) for b in dropped]
+        print(f"warning: left out {len(ids)} bag(s) the model cannot explain: {ids}", file=sys.stderr)
+    return clean
+
+
 def predict(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
     data = load_dataset(args, split="test")
-    names = _class_names(model, data)
     if args.transductive and data.label_sets is None:
         raise ValueError("--transductive needs the bags' label sets, and these data have none")
+    if args.transductive or args.drop_impossible:  # inductive predictions read no label set
+        data = _explainable(data, model, args)
+    names = _class_names(model, data)
     proba = model.predict_proba(data, data.label_sets if args.transductive else None)
     if getattr(model, "novel_class", False):
         from ..estimators.relaxed import NOVEL_CLASS_NAME
@@ -356,7 +384,7 @@ def predict(args: argparse.Namespace) -> int:
 
 def evaluate_model(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
-    data = load_dataset(args, split="test")
+    data = _explainable(load_dataset(args, split="test"), model, args)
     _class_names(model, data)
     result = report(model, data)
     if not result:
