@@ -252,6 +252,10 @@ def test_arff_file_fit_predict_evaluate_info(tmp_path, capsys):
     assert main(["info", str(tmp_path / "train.arff")]) == 0
     out = capsys.readouterr().out
     assert "40 bags" in out and str(train.n_instances) in out
+    assert main(["info", "--data", str(tmp_path / "train.arff")]) == 0  # as fit and predict take it
+    assert capsys.readouterr().out == out
+    assert main(["info"]) == 2
+    assert "orlr-ppl info PATH, or orlr-ppl info --data PATH" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not HJA.is_dir(), reason="needs ../shared/data/hja")

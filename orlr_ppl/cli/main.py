@@ -324,7 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     info = _parser(
         sub, "info", help="what a data file holds: bags, classes, unlabelled instances, union checks"
     )
-    info.add_argument("path", help="data file or folder (formats: `orlr-ppl --help`)")
+    info.add_argument("path", nargs="?", help="data file or folder (formats: `orlr-ppl --help`)")
+    info.add_argument("--data", help="the same, as fit, predict and evaluate take it")
     info.add_argument("--xml", help="Mulan XML label file of an ARFF (default: FILE.xml beside it)")
     info.set_defaults(func=commands.info)
     return parser
