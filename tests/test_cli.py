@@ -263,7 +263,9 @@ def test_published_hja_folder_fit_predict_evaluate_info(tmp_path, capsys):
     model = tmp_path / "hja"
     args = ["fit", "--data", str(HJA), "--method", "em", "--max-iter", "3", "--out", str(model), "--quiet"]
     assert main(args) == 0
-    assert "548 bags (10232 instances)" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "548 bags (10232 instances)" in out  # every segment as read, and a line says so
+    assert "5234 of 10232 instances are unlabelled (-1)" in err and "--segments labelled" in err
     names = json.loads((model / "metadata.json").read_text())["class_names"]
     assert len(names) == 13 and names[0] == "BRCR - Brown Creeper"
     features = str(HJA / "hja_birdsong_features.txt")  # one file names the whole set
@@ -278,6 +280,23 @@ def test_published_hja_folder_fit_predict_evaluate_info(tmp_path, capsys):
     assert main(["info", str(HJA)]) == 0
     out = capsys.readouterr().out
     assert "548 bags" in out and "10232 instances" in out and "5234" in out
+
+
+@pytest.mark.skipif(not HJA.is_dir(), reason="needs ../shared/data/hja")
+def test_data_takes_the_hja_protocol_when_asked(capsys):
+    """``--data HJA --segments labelled --version union`` reads what ``--dataset hja`` does, silently."""
+    from orlr_ppl.cli.sources import load_dataset
+
+    def load(*extra):
+        return load_dataset(build_parser().parse_args(["fit", *extra]))
+
+    for version in ("original", "union"):
+        given = load("--data", str(HJA), "--segments", "labelled", "--version", version)
+        named = load("--dataset", "hja", "--hja-path", str(HJA), "--version", version)
+        assert given.n_instances == named.n_instances == 4998
+        assert [list(s) for s in given.label_sets] == [list(s) for s in named.label_sets]
+    assert load("--data", str(HJA), "--version", "union").n_instances == 10232  # all segments, relabelled
+    assert capsys.readouterr().err == ""  # asked for: no warning
 
 
 def test_saving_over_a_model_needs_force(tmp_path, capsys):

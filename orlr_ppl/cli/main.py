@@ -63,9 +63,9 @@ def _add_data_args(p: argparse.ArgumentParser, n_bags: int, split: str) -> None:
     p.add_argument(
         "--version",
         choices=["original", "union"],
-        default="original",
-        help="--dataset hja: the published bag labels, or each bag relabelled by the union of its "
-        "segments' labels (the paper's HJA union)",
+        default=None,
+        help="--dataset hja (default original), or --data with instance labels: the published bag "
+        "labels, or each bag relabelled by the union of its segments' labels (the paper's HJA union)",
     )
     p.add_argument(
         "--drop-impossible",
@@ -82,8 +82,9 @@ def _add_data_args(p: argparse.ArgumentParser, n_bags: int, split: str) -> None:
     p.add_argument(
         "--segments",
         choices=["labelled", "all"],
-        default="labelled",
-        help="--dataset hja: the 4,998 labelled segments (the paper's protocol) or all 10,232",
+        default=None,
+        help="--dataset hja (default labelled: the paper's 4,998 segments) or --data with instance "
+        "labels (default all: every instance read): the labelled instances only, or all",
     )
 
 

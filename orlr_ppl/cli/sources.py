@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,7 +156,7 @@ def _read_source(args: argparse.Namespace, split: str) -> MIMLData:
     if getattr(args, "data", None) and getattr(args, "dataset", None):
         raise ValueError("give --data or --dataset, not both")
     if getattr(args, "data", None):
-        return read_data(args.data, getattr(args, "xml", None))
+        return _hja_protocol(read_data(args.data, getattr(args, "xml", None)), args)
     dataset = getattr(args, "dataset", None)
     if dataset == "digits":
         from ..data.datasets import make_miml_digits
@@ -174,5 +175,28 @@ def _read_source(args: argparse.Namespace, split: str) -> MIMLData:
         from ..data.datasets import load_hja
 
         folder = find_shared("hja", args.hja_path, "--hja-path")
-        return load_hja(folder, version=args.version, segments=args.segments)
+        return load_hja(folder, version=args.version or "original", segments=args.segments or "labelled")
     raise ValueError("give --data PATH (an .arff, an HJA folder or an .npz) or --dataset NAME")
+
+
+def _hja_protocol(data: MIMLData, args: argparse.Namespace) -> MIMLData:
+    """``--data``'s bags in the ``--version`` and ``--segments`` asked for (``data.hja.hja_version``).
+
+    Neither asked: every instance as read, and a warning line when some are unlabelled, since the
+    HJA papers fit the labelled segments only (as ``--dataset hja`` does).
+    """
+    version, segments = getattr(args, "version", None), getattr(args, "segments", None)
+    if version is None and segments is None:
+        labels = data.instance_labels
+        unlabelled = 0 if labels is None else sum(int((y < 0).sum()) for y in labels)
+        if unlabelled:
+            print(
+                f"warning: {args.data}: {unlabelled} of {data.n_instances} instances are unlabelled (-1) "
+                "and are fitted as instances of their bags; --segments labelled keeps the labelled ones "
+                "only, as --dataset hja and the HJA papers do",
+                file=sys.stderr,
+            )
+        return data
+    from ..data.hja import hja_version
+
+    return hja_version(data, version or "original", segments or "all", f"--data {args.data}")
