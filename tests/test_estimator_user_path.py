@@ -538,3 +538,22 @@ def test_a_cross_validated_choice_shows_its_progress(capsys):
     assert "choosing prior_scale by 2-fold CV" in err and f"{n_fits}/{n_fits}" in err
     quiet_fit(ORLR(prior_scale="auto", cv_folds=2, max_iter=10, progress_bar=False), bags, sets)
     assert capsys.readouterr().err == ""
+
+
+def test_labels_that_leave_a_class_unnamed_are_said():
+    """1-based ids (as in the HJA files) would add an empty class 0: fit and MIMLData say so."""
+    from orlr_ppl import MIMLData
+
+    rng = np.random.default_rng(0)
+    bags = [rng.normal(size=(3, 2)) for _ in range(6)]
+    one_based = [[1], [2], [1, 2], [3], [1, 3], [2]]
+    with pytest.warns(UserWarning, match=r"fit: class\(es\) \[0\] appear in no label set.*1-based"):
+        model = ORLR(method="map").fit(bags, one_based)
+    assert model.n_classes_ == 4
+    with pytest.warns(UserWarning, match=r"MIMLData: class\(es\) \[0\] appear in no label set"):
+        MIMLData(bags=bags, label_sets=one_based)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every class named, or n_classes given: nothing to say
+        ORLR(method="map").fit(bags, [[c - 1 for c in s] for s in one_based])
+        ORLR(method="map", n_classes=4).fit(bags, one_based)
+        MIMLData(bags=bags, label_sets=one_based, n_classes=4)

@@ -182,11 +182,14 @@ def _read_source(args: argparse.Namespace, split: str) -> MIMLData:
 def _hja_protocol(data: MIMLData, args: argparse.Namespace) -> MIMLData:
     """``--data``'s bags in the ``--version`` and ``--segments`` asked for (``data.hja.hja_version``).
 
-    Neither asked: every instance as read, and a warning line when some are unlabelled, since the
-    HJA papers fit the labelled segments only (as ``--dataset hja`` does).
+    Neither asked: every instance as read, and, for files in the HJA layout, a warning line when
+    some are unlabelled, since the HJA papers fit the labelled segments only (as ``--dataset hja``).
     """
     version, segments = getattr(args, "version", None), getattr(args, "segments", None)
     if version is None and segments is None:
+        path = Path(args.data)
+        if not (path.is_dir() or _hja_part(path)):  # unlabelled instances elsewhere are the user's own
+            return data
         labels = data.instance_labels
         unlabelled = 0 if labels is None else sum(int((y < 0).sum()) for y in labels)
         if unlabelled:

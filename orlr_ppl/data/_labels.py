@@ -6,6 +6,7 @@ every way into ``MIMLData`` groups bags and reads labels the same way.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -128,3 +129,22 @@ def labels_in_order(
         )
         for b, r in zip(order, rows)
     ]
+
+
+def warn_unnamed_classes(label_sets: Iterable[Iterable[int]], n_classes: int, where: str) -> None:
+    """Warn when ``n_classes``, inferred from the largest label, leaves classes that no bag names.
+
+    A label 7 makes eight classes 0..7; labels given as 1-based ids (as in the HJA files) make an
+    empty class 0. Such a class is learnt from no bag, so the user is told rather than left to find
+    it in ``coef_``'s shape.
+    """
+    named = {int(c) for s in label_sets for c in s}
+    unnamed = sorted(set(range(n_classes)) - named)
+    if unnamed:
+        warnings.warn(
+            f"{where}: class(es) {unnamed[:10]} appear in no label set, yet n_classes={n_classes} was "
+            f"inferred from the largest label, {n_classes - 1}: no bag teaches those classes. If the labels "
+            "are 1-based ids, subtract 1 or give them as class names; else pass n_classes to keep them",
+            UserWarning,
+            stacklevel=4,
+        )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._checks import check_features, check_label_ranges, instance_arrays, top_label
-from ._labels import BagLabels, encode, group_by_bag, label_list, labels_in_order, plain
+from ._labels import BagLabels, encode, group_by_bag, label_list, labels_in_order, plain, warn_unnamed_classes
 from .collinearity import LinearDependencies, linear_dependencies
 from .standardizer import Standardizer
 from .summary import DataSummary, summarize
@@ -88,6 +88,8 @@ class MIMLData:
         n_classes = self.n_classes
         if n_classes is None:
             n_classes = max(top_label(sets, inst) + 1, 2, len(self.class_names or ()))
+            if sets is not None and self.class_names is None:
+                warn_unnamed_classes(sets, n_classes, "MIMLData")
         check_label_ranges(sets, inst, n_classes, ids)
         classes = [str(c) for c in range(n_classes)] if self.class_names is None else list(self.class_names)
         if len(classes) != n_classes:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data._labels import warn_unnamed_classes
 from ..data.container import MIMLData
 
 NAME, INDEX = "class name", "class index"
@@ -69,6 +70,7 @@ def infer_n_classes(label_sets: Sequence[Iterable[int]], n_classes: int | None) 
     top = max((int(max(s)) for s in label_sets if len(list(s))), default=-1)
     if top < 1:
         raise ValueError("cannot infer n_classes from labels: pass n_classes (at least 2)")
+    warn_unnamed_classes(label_sets, top + 1, "fit")
     return top + 1
 
 
