@@ -197,3 +197,19 @@ def test_estimators_accept_miml_data():
         SoftmaxRegression().fit(MIMLData(ds.bags, ds.label_sets))
     with pytest.raises(ValueError, match="not both"):
         ORLR().fit(d, d.label_sets)
+
+
+def test_the_impossible_bags_error_says_each_reason_once():
+    """Eight bags with too many labels and one with none: two reasons, a few ids each, one short line."""
+    rng = np.random.default_rng(0)
+    bags = [rng.normal(size=(2, 3)) for _ in range(12)]
+    sets = [[0, 1, 2]] * 8 + [[]] + [[0]] * 3
+    data = MIMLData(bags, sets, n_classes=3, bag_ids=[f"r{i}" for i in range(12)])
+    with pytest.raises(ValueError) as err:
+        data.check_fittable()
+    message = str(err.value)
+    assert message.startswith("9 bag(s) break the union assumption (indices [0, 1, 2, 3, 4, 5, 6, 7, 8]; ids")
+    assert message.count("exactly zero") == 1 and message.count("novel_class") == 1
+    assert "8 with more labels than instances (r0: 3 labels, 2 instance(s); r1:" in message
+    assert "and 3 more)" in message and "1 with an empty label set (r8)" in message
+    assert len(message) < 700 and "\n" not in message

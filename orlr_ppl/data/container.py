@@ -364,15 +364,42 @@ class MIMLData:
             raise ValueError(
                 "this MIMLData has no bag label sets, and fitting needs one per bag: give label_sets"
             )
-        problems = [p for p in self.validate(leak, novel) if p.kind == "zero_likelihood"]
-        if problems:
-            bad = sorted({p.index for p in problems})
-            shown = "; ".join(p.message for p in problems[:20])
-            more = f"; and {len(problems) - 20} more" if len(problems) > 20 else ""
+        bad = self.impossible_bags(leak, novel)
+        if bad:
+            named = [self.bag_ids[b] for b in bad]
+            ids = "" if named == bad else f"; ids {named[:20]}"
+            shown = "; ".join(self._impossible_reasons(bad))
             raise ValueError(
-                f"{len(bad)} bag(s) break the union assumption (indices {bad}): {shown}{more}. Inspect "
-                "them with validate(), or remove them with `data, dropped = data.drop_impossible()`"
+                f"{len(bad)} bag(s) break the union assumption (indices {bad[:20]}"
+                f"{', …' if len(bad) > 20 else ''}{ids}): {shown}. Inspect them with validate(), or "
+                "remove them with `data, dropped = data.drop_impossible()`"
             )
+
+    def _impossible_reasons(self, bad: list[int]) -> list[str]:
+        """Each reason a bag of ``bad`` has likelihood zero, said once, with up to 5 of its bags."""
+        groups: dict[str, list[str]] = {}
+        for b in bad:
+            n_labels, n_instances = len(self.label_sets[b]), len(self.bags[b])
+            name = str(self.bag_ids[b])
+            if n_instances == 0:
+                groups.setdefault("no instance", []).append(name)
+            elif n_labels == 0:
+                groups.setdefault("an empty label set", []).append(name)
+            else:
+                groups.setdefault("more labels than instances", []).append(
+                    f"{name}: {n_labels} labels, {n_instances} instance(s)"
+                )
+        why = {
+            "no instance": "every bag needs one",
+            "an empty label set": "the union gives every bag a label (ORLR(novel_class=True) allows none)",
+            "more labels than instances": "each instance carries one label, so the likelihood is exactly "
+            "zero (ORLR(leak=...) lets a label leak without an instance)",
+        }
+        out = []
+        for kind, names in groups.items():
+            more = f", and {len(names) - 5} more" if len(names) > 5 else ""
+            out.append(f"{len(names)} with {kind} ({'; '.join(names[:5])}{more}): {why[kind]}")
+        return out
 
     # -- splits and scaling ----------------------------------------------------
 
