@@ -185,6 +185,16 @@ def test_fit_nuts_prints_convergence_summary_and_warning_lines(tmp_path, capsys)
     # One short paragraph, not a line per check: what failed, and what to try next.
     assert len(warned) == 1 and "bulk ESS down to " in warned[0] and "Next: " in warned[0]
     assert "ConvergenceWarning" not in err  # reported as lines, not as a Python warning
+    # A posterior's predictions carry each instance's uncertainty, inductive and transductive.
+    for extra in ([], ["--transductive"]):
+        predict = ["predict", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "toy.npz"), *extra]
+        assert main(predict) == 0
+        rows = [line.split(",") for line in capsys.readouterr().out.splitlines()]
+        assert rows[0][-4:] == ["p_lower", "p_upper", "entropy", "mutual_information"] and len(rows) == 21
+        for row in rows[1:]:
+            p = [float(v) for v in row[3:6]]
+            lo, hi, entropy, mi = map(float, row[6:])
+            assert lo <= max(p) + 1e-6 and max(p) - 1e-6 <= hi and 0 <= mi <= entropy + 1e-9
 
 
 def test_ctrl_c_ends_a_command_with_one_line(monkeypatch, capsys):

@@ -139,6 +139,28 @@ def test_interval_plot_draws_mean_and_interval_per_instance_and_class():
         interval_plot((pi.mean, pi.interval[..., 0]))
 
 
+def test_interval_plot_tells_24_classes_apart_and_rings_the_true_labels():
+    rng = np.random.default_rng(1)
+    pi = proba_intervals(rng.dirichlet(np.ones(24), size=(100, 3)))
+    truth = np.array([5, -1, 23])  # the second instance's label is unknown
+    ax = interval_plot(pi, ax=plt.subplots()[1], true_labels=truth)
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    styles = {
+        (
+            line.get_color() if isinstance(line.get_color(), str) else tuple(line.get_color()),
+            line.get_marker(),
+        )
+        for line in lines[:24]
+    }
+    assert len(styles) == 24  # no two classes look alike
+    ring = lines[24]
+    assert ring.get_label() == "true label" and len(ring.get_xdata()) == 2
+    np.testing.assert_allclose(ring.get_ydata(), [pi.mean[0, 5], pi.mean[2, 23]])
+    assert "90% interval" in ax.get_ylabel()  # the mass the bars hold, by default the package's
+    with pytest.raises(ValueError, match="one label per instance"):
+        interval_plot(pi, true_labels=[1, 2])
+
+
 def test_reliability_table_leaves_out_unlabelled_instances_as_the_ece_does():
     rng = np.random.default_rng(3)
     proba = [rng.dirichlet(np.ones(4), size=n) for n in (5, 3, 6)]

@@ -99,6 +99,12 @@ def test_posterior_predictions_and_uncertainty(nuts_fit, map_fit):
     assert np.all(mi >= 0) and np.all(mi <= entropy + 1e-9)
     # Far out along a boundary the draws disagree: epistemic uncertainty is high there.
     assert unc[-1][1, 1] > np.median(mi[:-2])
+    # Given the bags' label sets, what is left: nothing in a bag of one label, and never more.
+    given = est.predict_uncertainty(bags, sets)
+    for u, s in zip(given, sets):
+        assert np.all(u[:, 1] <= u[:, 0] + 1e-9) and np.all(np.isfinite(u))
+        if len(s) == 1:
+            np.testing.assert_allclose(u, 0.0, atol=1e-9)
     with pytest.warns(UserWarning, match=r"predict_uncertainty on a method='map' fit: .*information is zero"):
         point = map_fit.predict_uncertainty(bags)
     assert np.all(np.concatenate(point)[:, 1] < 1e-9)

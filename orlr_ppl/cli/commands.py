@@ -361,18 +361,29 @@ def predict(args: argparse.Namespace) -> int:
     if args.transductive or args.drop_impossible:  # inductive predictions read no label set
         data = _explainable(data, model, args)
     names = _class_names(model, data)
-    proba = model.predict_proba(data, data.label_sets if args.transductive else None)
+    given = data.label_sets if args.transductive else None
+    proba = model.predict_proba(data, given)
     if getattr(model, "novel_class", False):
         from ..estimators.relaxed import NOVEL_CLASS_NAME
 
         names = [*names, NOVEL_CLASS_NAME]
+    # A posterior's instance-level uncertainty: the predicted label's credible interval, and the
+    # label's entropy and mutual information with the weights. A point fit has none to write.
+    posterior = hasattr(model, "posterior_")
+    intervals = model.predict_interval(data, label_sets=given) if posterior else None
+    uncertainty = model.predict_uncertainty(data, given) if posterior else None
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["bag_id", "instance", "label", *[f"p({n})" for n in names]])
+    extra = ["p_lower", "p_upper", "entropy", "mutual_information"] if posterior else []
+    writer.writerow(["bag_id", "instance", "label", *[f"p({n})" for n in names], *extra])
     n_rows = 0
-    for bag_id, p in zip(data.bag_ids, proba):
+    for b, (bag_id, p) in enumerate(zip(data.bag_ids, proba)):
         for i, row in enumerate(p):
-            writer.writerow([bag_id, i, names[int(row.argmax())], *[f"{v:.6g}" for v in row]])
+            top = int(row.argmax())
+            cells = [bag_id, i, names[top], *[f"{v:.6g}" for v in row]]
+            if posterior:
+                cells += [f"{v:.6g}" for v in (*intervals[b][i, top], *uncertainty[b][i])]
+            writer.writerow(cells)
             n_rows += 1
     if args.out:
         Path(args.out).write_text(buffer.getvalue())

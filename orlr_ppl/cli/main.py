@@ -269,7 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--force", action="store_true", help="overwrite a model already saved in --out")
     fit.set_defaults(func=commands.fit)
 
-    pred = _parser(sub, "predict", help="instance labels and probabilities from a saved model (CSV)")
+    pred = _parser(
+        sub,
+        "predict",
+        help="instance labels and probabilities from a saved model (CSV)",
+        description="One CSV row per instance: bag id, instance, label and p(class) columns. A NUTS or "
+        "SVI model adds the predicted label's 90%% credible interval (p_lower, p_upper) and the label's "
+        "entropy and mutual information with the weights (nats).",
+    )
     pred.add_argument("--model", required=True, help="saved model folder")
     _add_data_args(pred, n_bags=100, split="test")
     pred.add_argument("--transductive", action="store_true", help="condition on the bags' label sets")

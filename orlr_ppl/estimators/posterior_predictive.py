@@ -36,29 +36,35 @@ class _PosteriorPredictive:
         """
         check_credible_mass(prob)
         self._warn_if_point("predict_interval", "every interval has zero width")
-        feats = self._check_bags(bags)
-        if label_sets is None:
-            draws = self._draw_proba(feats)
-        else:
-            stacked = np.stack(list(self._draw_posteriors(feats, self._check_sets(feats, label_sets))))
-            draws = split_by_bag(stacked, feats, axis=1)
-        return [equal_tailed_interval(p, prob) for p in draws]
+        return [equal_tailed_interval(p, prob) for p in self._per_draw(bags, label_sets)]
 
-    def predict_uncertainty(self, bags: Bags) -> list[np.ndarray]:
+    def predict_uncertainty(
+        self, bags: Bags, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None
+    ) -> list[np.ndarray]:
         """B arrays (n_b, 2): predictive entropy and mutual information (nats).
 
         Entropy ``H[E_theta p(y | x, theta)]`` is the total uncertainty; the
         mutual information ``H[E p] - E H[p]`` between the label and the
         weights is its epistemic part (zero for EM/MAP point estimates, with a warning).
+        Given label sets, of the DP posterior ``p(y | Y_b, X_b, theta)``: what is
+        left uncertain about an instance once its bag's labels are known.
         """
         self._warn_if_point("predict_uncertainty", "the mutual information is zero")
         out = []
-        for p in self._draw_proba(self._check_bags(bags)):
-            mean = p.mean(axis=0)
-            total = -np.sum(mean * np.log(np.clip(mean, 1e-300, None)), axis=-1)
-            aleatoric = -np.sum(p * np.log(np.clip(p, 1e-300, None)), axis=-1).mean(axis=0)
+        for p in self._per_draw(bags, label_sets):
+            p = np.asarray(p, np.float64)  # a float32 zero (a class outside the bag's set) is 0 log 0 = 0
+            total = _entropy(p.mean(axis=0))
+            aleatoric = _entropy(p).mean(axis=0)
             out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
         return out
+
+    def _per_draw(self, bags: Bags, label_sets: Any) -> list[np.ndarray]:
+        """B arrays (S, n_b, C): each kept draw's class probabilities, given the label sets if any."""
+        feats = self._check_bags(bags)
+        if label_sets is None:
+            return list(self._draw_proba(feats))
+        stacked = np.stack(list(self._draw_posteriors(feats, self._check_sets(feats, label_sets))))
+        return split_by_bag(stacked, feats, axis=1)
 
     def _warn_if_point(self, name: str, consequence: str) -> None:
         """Say that a point fit's weights carry no uncertainty, rather than return it silently."""
@@ -70,3 +76,8 @@ class _PosteriorPredictive:
                 UserWarning,
                 stacklevel=3,
             )
+
+
+def _entropy(p: np.ndarray) -> np.ndarray:
+    """``-sum_c p_c log p_c`` over the last axis, with ``0 log 0 = 0``."""
+    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=-1)

@@ -276,17 +276,23 @@ def interval_plot(
     proba_intervals: ProbaIntervals | tuple[np.ndarray, np.ndarray],
     class_names: Sequence[str] | None = None,
     ax: Axes | None = None,
+    true_labels: Sequence[int] | np.ndarray | None = None,
 ) -> Axes:
     """One bag's instances: each class's posterior mean probability and its credible interval.
 
     Instances run along x; each class sits at a small offset within the
     instance's slot, a dot at its mean with an error bar spanning its
-    interval.
+    interval. Up to 20 classes get distinct colours; more get colours spread
+    over a continuous map and a marker shape that changes every 10 classes, so
+    neighbouring classes stay apart. ``true_labels`` (n,), where known (-1:
+    unknown), rings each instance's true class, so a wrong but confident
+    prediction is seen at once.
 
     Args:
         proba_intervals: ``ProbaIntervals``, or a pair (mean (n, C), interval (n, C, 2)).
         class_names: C names for the legend (default "class 0", ...).
         ax: axes to draw on (default: a new figure).
+        true_labels: (n,) the instances' true classes, -1 where unknown; None: none marked.
     Returns:
         The axes.
     """
@@ -304,16 +310,36 @@ def interval_plot(
         raise ValueError(f"{len(names)} class names for {n_classes} classes")
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4.0, 0.9 * n + 2.5), 3.5))
-    colors = plt.get_cmap("tab10" if n_classes <= 10 else "tab20")
+    truth = None if true_labels is None else np.asarray(true_labels, int)
+    if truth is not None and truth.shape != (n,):
+        raise ValueError(f"true_labels has shape {truth.shape}: give one label per instance ({n})")
+    if n_classes <= 20:
+        cmap = plt.get_cmap("tab10" if n_classes <= 10 else "tab20")
+        colors = [cmap(c) for c in range(n_classes)]
+    else:  # a qualitative map would repeat: spread the classes over a continuous one
+        colors = [plt.get_cmap("turbo")(c / (n_classes - 1)) for c in range(n_classes)]
+    markers = "os^Dv"
     slot = 0.8 / n_classes
     x0 = np.arange(n) - 0.4 + slot / 2
     for c in range(n_classes):
         x = x0 + c * slot
         lo, hi = interval[:, c, 0], interval[:, c, 1]
-        color = colors(c % colors.N)
+        marker = markers[(c // 10) % len(markers)] if n_classes > 20 else "o"
         # Bars centred on the interval, not the mean, so they span it exactly even for skewed posteriors.
-        ax.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor=color, capsize=2, lw=1)
-        ax.plot(x, mean[:, c], "o", ms=3.5, color=color, label=names[c])
+        ax.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor=colors[c], capsize=2, lw=1)
+        ax.plot(x, mean[:, c], marker, ms=3.5, color=colors[c], label=names[c])
+    if truth is not None:
+        known = np.flatnonzero(truth >= 0)
+        ax.plot(
+            x0[known] + truth[known] * slot,
+            mean[known, truth[known]],
+            "o",
+            ms=9,
+            mfc="none",
+            mec="black",
+            mew=1.2,
+            label="true label",
+        )
     ax.set_xticks(np.arange(n))
     ax.set_xlim(-0.5, n - 0.5)
     ax.set_ylim(-0.02, 1.02)
