@@ -242,18 +242,25 @@ def fittable(data: MIMLData, args: argparse.Namespace) -> tuple[MIMLData, list[s
     if data.label_sets is None:
         raise ValueError("fitting needs bag labels, and these data have none")
     relaxed = {"leak": getattr(args, "leak", None) is not None, "novel": getattr(args, "novel_class", False)}
+    options = "--drop-impossible, --leak or --novel-class"
+    return _without_impossible(data, relaxed, args, options, "union model")
+
+
+def _without_impossible(
+    data: MIMLData, relaxed: dict[str, bool], args: argparse.Namespace, options: str, judge: str
+) -> tuple[MIMLData, list[str]]:
+    """The impossible bags under ``relaxed``: an error naming ``options``, or, with ``--drop-impossible``,
+    left out and named in a warning line. Returns the data kept and the ids left out."""
     if not getattr(args, "drop_impossible", False):
         try:
             data.check_fittable(**relaxed)
         except ValueError as err:
-            raise ValueError(
-                f"{err} (on the command line: --drop-impossible, --leak or --novel-class)"
-            ) from None
+            raise ValueError(f"{err} (on the command line: {options})") from None
         return data, []
     clean, dropped = data.drop_impossible(**relaxed)
     ids = [str(data.bag_ids[b]) for b in dropped]
     if ids:
-        print(f"warning: left out {len(ids)} bag(s) the union model cannot explain: {ids}", file=sys.stderr)
+        print(f"warning: left out {len(ids)} bag(s) the {judge} cannot explain: {ids}", file=sys.stderr)
     return clean, ids
 
 
@@ -328,29 +335,15 @@ def _class_names(model, data: MIMLData) -> list[str]:
 
 
 def _explainable(data: MIMLData, model: Any, args: argparse.Namespace) -> MIMLData:
-    """``data`` checked for bags the saved model cannot explain; with ``--drop-impossible`` without them.
-
-    The bags ``fit`` refuses, judged under the model's own relaxation (its leak, its novel class).
-    Without the flag one is an error naming the bag's id; with it, a warning line names the bags
-    left out.
-    """
+    """``data`` checked for bags the saved model cannot explain (under its own leak and novel class);
+    with ``--drop-impossible`` without them, as ``fittable``."""
     if data.label_sets is None:
         return data
     relaxed = {
         "leak": getattr(model, "leak", None) is not None,
         "novel": bool(getattr(model, "novel_class", False)),
     }
-    if not getattr(args, "drop_impossible", False):
-        try:
-            data.check_fittable(**relaxed)
-        except ValueError as err:
-            raise ValueError(f"{err} (on the command line: --drop-impossible)") from None
-        return data
-    clean, dropped = data.drop_impossible(**relaxed)
-    if dropped:
-        ids = [str(data.bag_ids[b]) for b in dropped]
-        print(f"warning: left out {len(ids)} bag(s) the model cannot explain: {ids}", file=sys.stderr)
-    return clean
+    return _without_impossible(data, relaxed, args, "--drop-impossible", "model")[0]
 
 
 def predict(args: argparse.Namespace) -> int:
