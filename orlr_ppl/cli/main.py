@@ -274,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         "predict",
         help="instance labels and probabilities from a saved model (CSV)",
         description="One CSV row per instance: bag id, instance, label and p(class) columns. A NUTS or "
-        "SVI model adds the predicted label's 90%% credible interval (p_lower, p_upper) and the label's "
+        "SVI model adds the predicted label's 90% credible interval (p_lower, p_upper) and the label's "
         "entropy and mutual information with the weights (nats).",
     )
     pred.add_argument("--model", required=True, help="saved model folder")
