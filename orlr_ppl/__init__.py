@@ -5,9 +5,13 @@ The layers, each importing only those before it::
     dp  ->  model  ->  inference  ->  estimators  ->  cli
     (data and evaluation beside them)
 
-The names a user types are here: ``from orlr_ppl import ORLR, MIMLData``; and
-``op.io``, ``op.datasets``, ``op.metrics``, ``op.plots``, ``op.diagnostics``
-are the modules of the same names, imported on first use.
+The names a user types are here: ``from orlr_ppl import ORLR, NUTS, MIMLData``; and
+``orlr_ppl.io``, ``.datasets``, ``.metrics``, ``.plots``, ``.diagnostics`` and
+``.cross_validation`` are modules of their own (``from orlr_ppl.metrics import
+instance_accuracy``), imported when asked for: some load ArviZ or matplotlib.
+
+Importing the package changes nothing in the environment. To run NUTS chains in
+parallel on a CPU, call ``orlr_ppl.set_host_device_count()`` before any JAX work.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-# First, before anything starts JAX's backend: NUTS chains over the CPU cores.
-from . import _host_devices  # noqa: F401
+from ._host_devices import set_host_device_count
 from ._version import __version__
 from .compilation_cache import enable_compilation_cache
 from .data import MIMLData, Standardizer
+from .data.kernel import RBF
 from .dp import (
     DEFAULT_MAX_LABELS,
     DPResult,
@@ -33,35 +37,30 @@ from .dp import (
     packed_log_likelihood,
     packed_posteriors,
 )
-from .estimators import MIMM, ORLR, SIM, MajorityClass, SoftmaxRegression
+from .estimators import MIMM, ORLR, ORLRCV, SIM, MajorityClass, SoftmaxRegression
+from .inference.methods import EM, MAP, NUTS, SVI
 from .model import BagLabelSet
 
-_MODULES = {
-    "io": "orlr_ppl.data.io",
-    "datasets": "orlr_ppl.data.datasets",
-    "metrics": "orlr_ppl.evaluation.metrics",
-    "cross_validation": "orlr_ppl.evaluation.cross_validation",
-    "plots": "orlr_ppl.evaluation.plots",
-    "diagnostics": "orlr_ppl.inference.diagnostics",
-    "inference_data": "orlr_ppl.inference.inference_data",
-}
-"""Modules reached as attributes, imported on first use (some load ArviZ or matplotlib)."""
+PUBLIC_MODULES = ("io", "datasets", "metrics", "plots", "diagnostics", "cross_validation")
+"""The package's modules a user reaches by name: ``import orlr_ppl.metrics``, or ``orlr_ppl.metrics``."""
 
 
 def __getattr__(name: str) -> ModuleType:
-    if name in _MODULES:
-        module = importlib.import_module(_MODULES[name])
-        globals()[name] = module
-        return module
+    # ``op.metrics`` after a plain ``import orlr_ppl as op``: imported on first use, as some load
+    # ArviZ or matplotlib.
+    if name in PUBLIC_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'orlr_ppl' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MODULES))
 
 
 __all__ = [
     "DEFAULT_MAX_LABELS",
+    "EM",
+    "MAP",
+    "NUTS",
+    "ORLRCV",
+    "RBF",
+    "SVI",
     "BagLabelSet",
     "DPResult",
     "MIMM",
@@ -82,5 +81,5 @@ __all__ = [
     "pack_bags",
     "packed_log_likelihood",
     "packed_posteriors",
-    *_MODULES,
+    "set_host_device_count",
 ]

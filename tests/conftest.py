@@ -17,8 +17,12 @@ os.environ.setdefault(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".pytest_cache", "jax"),
 )
 
+from orlr_ppl import set_host_device_count  # noqa: E402
 from orlr_ppl.compilation_cache import enable_compilation_cache  # noqa: E402
 
+# Four CPU devices, as a user's session gets from set_host_device_count(): NUTS's four chains run in
+# parallel (pmap), and the tests of the parallel driver have devices to run on.
+set_host_device_count(4)
 enable_compilation_cache(min_compile_time_secs=0.0)
 
 settings.register_profile(

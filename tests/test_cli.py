@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from orlr_ppl import EM
 from orlr_ppl.cli import build_parser, main
 from orlr_ppl.cli.commands import fittable
 from orlr_ppl.cli.compare import compared_models
@@ -155,10 +156,10 @@ def test_compared_models_are_configured_as_published():
     models = {name: make() for name, make in compared_models(args).items()}
     assert list(models) == ["ORLR-EM", "ORLR-NUTS", "SoftmaxRegression", "MajorityClass", "SIM"]
     em = models["ORLR-EM"].get_params()
-    assert (em["method"], em["max_iter"], em["m_steps"]) == ("em", 50, 1)
+    assert em["inference"] == EM(max_iter=50, m_steps=1)
     assert em["prior_scale"] is None and em["intercept_scale"] is None
     nuts = models["ORLR-NUTS"].get_params()
-    assert (nuts["method"], nuts["num_samples"], nuts["prior_scale"]) == ("nuts", 7, 1.0)
+    assert (nuts["inference"].num_samples, nuts["prior_scale"]) == (7, 1.0)
 
 
 def test_fit_nuts_prints_convergence_summary_and_warning_lines(tmp_path, capsys):
@@ -411,7 +412,7 @@ def test_fit_takes_pruning_and_stochastic_em(tmp_path, capsys):
     assert "warning" not in captured.err
     assert main(base + ["--bag-fraction", "0.3", "--method", "map", "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "stochastic EM takes method='em'" in err[0]
+    assert len(err) == 1 and "stochastic EM takes --method em" in err[0]
 
 
 def _relaxed_digits(n_bags: int, seed: int):
@@ -485,7 +486,7 @@ def test_orlr_novel_is_compared_by_name():
     models = {name: make() for name, make in compared_models(args).items()}
     assert list(models) == ["ORLR-novel", "SoftmaxRegression"]
     params = models["ORLR-novel"].get_params()
-    assert (params["novel_class"], params["leak"], params["method"]) == (True, "learn", "em")
+    assert (params["novel_class"], params["leak"], params["inference"]) == (True, "learn", "em")
     default = build_parser().parse_args(["evaluate", "--dataset", "digits"])
     assert "orlr-novel" not in default.methods.split(",")
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orlr_ppl import ORLR
+from orlr_ppl import MAP, ORLR, SVI
 from orlr_ppl.data import MIMLData
 from orlr_ppl.data.collinearity import CollinearityWarning, describe_dependencies, linear_dependencies
 
@@ -98,10 +98,10 @@ def test_drop_features_and_its_errors():
 def test_posterior_fits_warn_naming_the_features_and_point_fits_do_not():
     data = _dependent_data()
     with pytest.warns(CollinearityWarning, match="likelihood is flat along 2 weight directions") as rec:
-        ORLR(method="svi", svi_steps=5, num_samples=10, random_state=0).fit(data)
+        ORLR(inference=SVI(num_steps=5, num_draws=10), random_state=0).fit(data)
     (redundant,) = data.linear_dependencies().redundant
     assert any(f"'{redundant}'" in str(w.message) for w in rec)
     with warnings.catch_warnings():
         warnings.simplefilter("error", CollinearityWarning)
-        ORLR(method="map", max_iter=20).fit(data)
-        ORLR(method="svi", svi_steps=5, num_samples=10, random_state=0).fit(data.drop_features([redundant]))
+        ORLR(inference=MAP(max_iter=20)).fit(data)
+        ORLR(inference=SVI(num_steps=5, num_draws=10), random_state=0).fit(data.drop_features([redundant]))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from orlr_ppl import ORLR, MajorityClass, SoftmaxRegression
+from orlr_ppl import EM, ORLR, MajorityClass, SoftmaxRegression
 from orlr_ppl.data.container import MIMLData
 from orlr_ppl.data.datasets import make_miml_digits
 
@@ -180,7 +180,7 @@ def test_estimators_accept_miml_data():
     d = MIMLData(ds.bags, ds.label_sets, ds.instance_labels, n_classes=10, class_names=list("0123456789"))
     # One ORLR fit (each fit compiles); that fitting from MIMLData equals fitting from lists is
     # checked on SoftmaxRegression below and for SIM in test_sim.
-    a = ORLR(max_iter=5).fit(d)
+    a = ORLR(inference=EM(max_iter=5)).fit(d)
     assert a.class_names_ == list("0123456789") and a.training_shape_["n_bags"] == 60
     for got, want in zip(a.predict_proba(d, d.label_sets), a.predict_proba(ds.bags, ds.label_sets)):
         np.testing.assert_array_equal(got, want)

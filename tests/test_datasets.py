@@ -56,7 +56,7 @@ def test_bad_split_arguments_say_what_is_allowed():
 
 @pytest.mark.filterwarnings(r"ignore:MAP \(L-BFGS\) stopped")  # 50 iterations learn, not converge
 def test_digits_are_one_miml_data_that_orlr_fits():
-    from orlr_ppl import ORLR, MIMLData
+    from orlr_ppl import MAP, ORLR, MIMLData
 
     ds = make_miml_digits(40, seed=2, split="train", max_size=4)
     assert isinstance(ds, MIMLData)
@@ -65,6 +65,6 @@ def test_digits_are_one_miml_data_that_orlr_fits():
     # Each label set is exactly the digits of its bag: no bag breaks the union assumption.
     assert ds.label_sets == [sorted(set(y.tolist())) for y in ds.instance_labels]
     assert ds.validate() == []
-    model = ORLR(method="map", max_iter=50).fit(ds)
+    model = ORLR(inference=MAP(max_iter=50)).fit(ds)
     assert model.n_classes_ == 10 and model.class_names_ == ds.class_names
     assert model.score(ds) > 0.5

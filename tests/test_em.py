@@ -248,7 +248,7 @@ def test_stochastic_em_fits_near_full_em(simulated):
     from orlr_ppl.model.numpyro_model import split_model_data
 
     full = fit_em(simulated, prior_scale=1.0, intercept_scale=10.0)
-    half = fit_em(simulated, prior_scale=1.0, intercept_scale=10.0, bag_fraction=0.5, seed=1)
+    half = fit_em(simulated, prior_scale=1.0, intercept_scale=10.0, bag_fraction=0.5, seed=1, max_iter=50)
     assert half.n_iter == 50 and not half.converged  # a fixed budget: no stopping test
     assert len(half.history) == 51
     # Its log posterior is exact at the weights it returns, not the last estimate.
@@ -262,8 +262,8 @@ def test_stochastic_em_fits_near_full_em(simulated):
     # Within 1% of full EM's optimum, well above where the fit starts.
     assert half.log_posterior == pytest.approx(full.log_posterior, rel=1e-2)
     assert half.log_posterior > full.history[0] + 0.9 * (full.log_posterior - full.history[0])
-    again = fit_em(simulated, prior_scale=1.0, intercept_scale=10.0, bag_fraction=0.5, seed=1)
-    other = fit_em(simulated, prior_scale=1.0, intercept_scale=10.0, bag_fraction=0.5, seed=2)
+    again = fit_em(simulated, prior_scale=1.0, intercept_scale=10.0, bag_fraction=0.5, seed=1, max_iter=50)
+    other = fit_em(simulated, prior_scale=1.0, intercept_scale=10.0, bag_fraction=0.5, seed=2, max_iter=50)
     np.testing.assert_array_equal(again.W, half.W)  # seeded
     assert not np.allclose(other.W, half.W)
     np.testing.assert_array_equal(

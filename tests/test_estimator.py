@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import pytest
 from sklearn.base import clone
 
-from orlr_ppl import ORLR, SIM, MajorityClass, SoftmaxRegression
+from orlr_ppl import EM, MAP, NUTS, ORLR, SIM, MajorityClass, SoftmaxRegression
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.estimators.base import _BagClassifier
 
@@ -22,18 +21,16 @@ def data():
 @pytest.fixture(scope="module")
 def fitted(data):
     train, _ = data
-    return ORLR(method="em", max_iter=30).fit(train.bags, train.label_sets)
+    return ORLR(inference=EM(max_iter=30)).fit(train.bags, train.label_sets)
 
 
 def test_sklearn_conventions():
-    est = ORLR(method="map", prior_scale=0.5, random_state=3)
+    est = ORLR(inference="map", prior_scale=0.5, random_state=3)
     assert est.get_params()["prior_scale"] == 0.5
     twin = clone(est)
     assert twin.get_params() == est.get_params() and twin is not est
-    est.set_params(method="em")
-    assert est.method == "em"
-    with pytest.raises(ValueError, match="method='nope'"):
-        ORLR(method="nope").fit([np.ones((2, 3))], [[0, 1]])
+    est.set_params(inference=EM(max_iter=3))
+    assert est.inference == EM(max_iter=3) and clone(est).inference == EM(max_iter=3)
 
 
 def test_fit_predict_shapes_and_semantics(fitted, data):
@@ -60,8 +57,8 @@ def test_em_and_map_estimators_agree(data):
     train, test = data
     # m_steps=30: on standardised digits (rare pixels become large values) EM's float32 log posterior
     # stops changing short of the optimum with 10 steps per M-step; 30 take it there.
-    em = ORLR(method="em", max_iter=300, tol=1e-9, m_steps=30).fit(train.bags, train.label_sets)
-    mp = ORLR(method="map").fit(train.bags, train.label_sets)
+    em = ORLR(inference=EM(max_iter=300, tol=1e-9, m_steps=30)).fit(train.bags, train.label_sets)
+    mp = ORLR(inference="map").fit(train.bags, train.label_sets)
     assert em.log_posterior_ == pytest.approx(mp.log_posterior_, rel=1e-3)
     agree = np.mean(np.concatenate(em.predict(test.bags)) == np.concatenate(mp.predict(test.bags)))
     assert agree > 0.95
@@ -80,7 +77,7 @@ def test_reference_estimators(data):
         assert set(y.tolist()) <= set(s)
 
 
-@pytest.mark.parametrize("make", [lambda: ORLR(method="map"), SoftmaxRegression, MajorityClass])
+@pytest.mark.parametrize("make", [lambda: ORLR(inference="map"), SoftmaxRegression, MajorityClass])
 def test_save_load_round_trip(tmp_path, data, make):
     train, test = data
     est = make()
@@ -99,6 +96,7 @@ def test_save_load_round_trip(tmp_path, data, make):
 METADATA_KEYS = {
     "package",
     "version",
+    "format",
     "estimator",
     "params",
     "n_classes",
@@ -115,7 +113,7 @@ def test_base_load_rebuilds_whichever_estimator_was_saved(tmp_path, data):
     """``_BagClassifier.load`` finds the class in the registry (no import of the estimator modules)."""
     train, test = data
     models = [
-        ORLR(method="map").fit(train.bags, train.label_sets),
+        ORLR(inference="map").fit(train.bags, train.label_sets),
         SIM(lam=1e-6, n_outer=2, n_inner=20).fit(train.bags, train.label_sets),
         SoftmaxRegression().fit(train.bags, train.instance_labels),
         MajorityClass().fit(train.bags, train.instance_labels),
@@ -182,6 +180,42 @@ def test_load_errors_name_the_file(tmp_path, fitted):
         MajorityClass.load(fitted.save(tmp_path / "z"))
 
 
+FORMAT_1_PARAMS = {
+    "method": "map", "prior_scale": "auto", "intercept_scale": 10.0, "fit_intercept": True,
+    "n_classes": None, "max_labels": 8, "max_iter": 150, "m_steps": 10, "tol": 1e-6, "num_warmup": 300,
+    "num_samples": 1000, "num_chains": 4, "max_num_samples": None, "dense_mass": False, "whiten": False,
+    "target_accept": None, "init": "map", "guide": "normal", "svi_steps": 3000, "learning_rate": 0.01,
+    "subsample_size": None, "max_predict_draws": 200, "progress_bar": True, "random_state": None,
+    "standardize": True, "prune": 0.0, "bag_fraction": 1.0, "canonical_shapes": True, "novel_class": False,
+    "leak": None, "prior": "normal", "kernel": None, "gamma": "auto", "dictionary_size": None,
+    "nystroem": False, "cv_folds": 3, "cv_scoring": "log_likelihood",
+}  # fmt: skip
+"""An ORLR's ``params`` as orlr-ppl 0.1 saved them (format 1: no "format" key), with "auto" chosen."""
+
+
+def test_a_model_saved_in_the_old_format_loads_and_a_newer_one_is_named(tmp_path, fitted, data):
+    _, test = data
+    folder = ORLR(inference=MAP(max_iter=150), prior_scale=0.3).fit(data[0]).save(tmp_path / "old")
+    meta = json.loads((folder / "metadata.json").read_text())
+    assert meta["format"] == 2 and meta["params"]["inference"] == {
+        "method": "map",
+        "max_iter": 150,
+        "tol": 1e-6,
+    }
+    del meta["format"]
+    meta["params"] = FORMAT_1_PARAMS
+    meta["fitted"]["prior_scale_"] = 0.3  # what "auto" chose, as 0.1 recorded it
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    old = ORLR.load(folder)
+    assert old.get_params()["inference"] == MAP(max_iter=150) and old.prior_scale == 0.3
+    assert ORLR.load(old.save(tmp_path / "new")).get_params() == old.get_params()  # saved as format 2
+    meta["format"] = 9
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"model format 9, saved by orlr-ppl .* reads formats 1 to 2") as err:
+        ORLR.load(folder)
+    assert "\n" not in str(err.value)
+
+
 def test_bad_input_messages(fitted, data):
     train, _ = data
     with pytest.raises(ValueError, match="got 2 bags but 1 label sets"):
@@ -212,7 +246,7 @@ def nuts_asked(monkeypatch):
 
 
 def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts_asked, data):
-    """``ORLR(dense_mass=True)`` and ``orlr-ppl fit --dense-mass`` ask NUTS for a dense mass matrix
+    """``NUTS(dense_mass=True)`` and ``orlr-ppl fit --dense-mass`` ask NUTS for a dense mass matrix
     (``test_nuts_driver`` checks that the sampler then adapts one)."""
     from orlr_ppl.cli.commands import estimator_from_args
     from orlr_ppl.cli.main import build_parser
@@ -220,15 +254,18 @@ def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(
     train, _ = data
     for dense in (False, True):
         with pytest.raises(Asked) as asked:
-            ORLR(method="nuts", init="zeros", dense_mass=dense).fit(train.bags, train.label_sets)
+            ORLR(inference=NUTS(init="zeros", dense_mass=dense)).fit(train.bags, train.label_sets)
         assert asked.value.args[0]["dense_mass"] is dense
     args = build_parser().parse_args(["fit", "--method", "nuts", "--dense-mass"])
-    assert estimator_from_args(args).dense_mass is True
-    assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).dense_mass is False
+    assert estimator_from_args(args).inference.dense_mass is True
+    assert (
+        estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).inference.dense_mass
+        is False
+    )
 
 
 def test_whiten_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts_asked, data):
-    """``ORLR(whiten=True)`` and ``orlr-ppl fit --whiten`` ask NUTS for Laplace-whitened weights
+    """``NUTS(whiten=True)`` and ``orlr-ppl fit --whiten`` ask NUTS for Laplace-whitened weights
     (``test_nuts_driver`` checks what the sampler does with it); off by default."""
     from orlr_ppl.cli.commands import estimator_from_args
     from orlr_ppl.cli.main import build_parser
@@ -236,23 +273,58 @@ def test_whiten_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts
     train, _ = data
     for whiten in (False, True):
         with pytest.raises(Asked) as asked:
-            ORLR(method="nuts", init="zeros", whiten=whiten).fit(train.bags, train.label_sets)
+            ORLR(inference=NUTS(init="zeros", whiten=whiten)).fit(train.bags, train.label_sets)
         assert asked.value.args[0]["whiten"] is whiten
-    assert (
-        estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts", "--whiten"])).whiten is True
+    assert estimator_from_args(
+        build_parser().parse_args(["fit", "--method", "nuts", "--whiten"])
+    ).inference.whiten
+    assert not estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).inference.whiten
+
+
+def test_old_argument_names_raise_a_type_error_naming_the_new_spelling():
+    """orlr-ppl 0.1's flat arguments are refused, each with its new spelling; nothing is ignored."""
+    with pytest.raises(TypeError, match=r"num_chains= is now inference=NUTS\(num_chains=\.\.\.\)"):
+        ORLR(method="nuts", num_chains=2)
+    with pytest.raises(TypeError, match=r"method= is now inference="):
+        ORLR(method="map")
+    with pytest.raises(TypeError, match=r"gamma= is now kernel=RBF\(gamma=\.\.\.\); ORLRCV"):
+        ORLR(kernel="rbf", gamma=0.5)
+    with pytest.raises(TypeError, match=r"cv_folds= is now ORLRCV\(cv=\.\.\.\)"):
+        ORLR(cv_folds=5)
+    with pytest.raises(TypeError, match=r"ORLR\(\) got argument\(s\).*no_such= is no argument"):
+        ORLR(no_such=1)
+    with pytest.raises(ValueError, match=r"prior_scale='auto'.*ORLRCV"):
+        ORLR(prior_scale="auto").fit([np.ones((2, 3))], [[0, 1]])
+
+
+def test_settings_objects_check_their_values_and_show_what_differs():
+    from orlr_ppl import RBF, SVI
+
+    assert repr(ORLR(inference=NUTS(num_chains=2), kernel=RBF(gamma=0.5))) == (
+        "ORLR(inference=NUTS(num_chains=2), kernel=RBF(gamma=0.5))"
     )
-    assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).whiten is False
+    assert repr(EM()) == "EM()" and EM.max_iter == 200 and MAP.max_iter == 500
+    for bad, match in [
+        (lambda: NUTS(num_chains=0), r"NUTS\(num_chains=0\)"),
+        (lambda: NUTS(target_accept=1.0), "strictly between 0 and 1"),
+        (lambda: NUTS(init="median"), "'map' or 'zeros'"),
+        (lambda: EM(bag_fraction=0.0), r"in \(0, 1\]"),
+        (lambda: SVI(guide="full"), "'normal' or 'lowrank'"),
+        (lambda: RBF(gamma=-1.0), "positive width"),
+        (lambda: MAP(tol=-1.0), "relative tolerance >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            bad()
+    with pytest.raises(ValueError, match="inference='nope'"):
+        ORLR(inference="nope").fit([np.ones((2, 3))], [[0, 1]])
+    # One definition of each default: the inference functions take the settings' values.
+    import inspect
 
+    from orlr_ppl.inference.em import fit_em
+    from orlr_ppl.inference.nuts import fit_nuts
 
-def test_nuts_settings_given_to_another_method_are_named_in_a_warning(data):
-    """``whiten``, ``dense_mass`` and ``target_accept`` change only NUTS: with MAP they would be
-    ignored silently, so the fit warns, naming them; with the defaults it does not."""
-    train, _ = data
-    with pytest.warns(UserWarning, match=r"dense_mass=True, whiten=True: NUTS settings.*method='map'"):
-        ORLR(method="map", dense_mass=True, whiten=True, max_iter=5).fit(train.bags, train.label_sets)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
-        ORLR(method="map", max_iter=200).fit(train.bags, train.label_sets)
+    assert inspect.signature(fit_em).parameters["max_iter"].default == EM.max_iter
+    assert inspect.signature(fit_nuts).parameters["num_chains"].default == NUTS.num_chains
 
 
 def test_whiten_refuses_a_fit_too_large_to_whiten_before_any_fitting(nuts_asked, data, monkeypatch):
@@ -265,14 +337,14 @@ def test_whiten_refuses_a_fit_too_large_to_whiten_before_any_fitting(nuts_asked,
     n_params = (train.bags[0].shape[1] + 1) * (n_classes - 1)  # weights and intercepts, sum-to-zero basis
     monkeypatch.setattr(chain_setup, "MAX_WHITENED", n_params - 1)
     with pytest.raises(ValueError, match=f"{n_params:,} weights and intercepts.*whiten=False"):
-        ORLR(method="nuts", init="map", whiten=True).fit(train.bags, train.label_sets)
+        ORLR(inference=NUTS(init="map", whiten=True)).fit(train.bags, train.label_sets)
     monkeypatch.setattr(chain_setup, "MAX_WHITENED", n_params)
     with pytest.raises(Asked):  # at the limit it goes on to the sampler
-        ORLR(method="nuts", init="zeros", whiten=True).fit(train.bags, train.label_sets)
+        ORLR(inference=NUTS(init="zeros", whiten=True)).fit(train.bags, train.label_sets)
 
 
 def test_target_accept_reaches_the_sampler_with_the_prior_s_default_and_is_checked(nuts_asked, data):
-    """``ORLR(target_accept=...)`` / ``--target-accept`` set NUTS's step-size target; None gives 0.98
+    """``NUTS(target_accept=...)`` / ``--target-accept`` set NUTS's step-size target; None gives 0.98
     under the horseshoe and 0.8 otherwise; a value outside (0, 1) is refused before any fitting."""
     from orlr_ppl.cli.commands import estimator_from_args
     from orlr_ppl.cli.main import build_parser
@@ -281,15 +353,16 @@ def test_target_accept_reaches_the_sampler_with_the_prior_s_default_and_is_check
     cases = [("normal", None, 0.8), ("group_horseshoe", None, 0.98), ("group_horseshoe", 0.9, 0.9)]
     for prior, given, expected in cases:
         with pytest.raises(Asked) as asked:
-            ORLR(method="nuts", init="zeros", prior=prior, target_accept=given).fit(
+            ORLR(inference=NUTS(init="zeros", target_accept=given), prior=prior).fit(
                 train.bags, train.label_sets
             )
         assert asked.value.args[0]["target_accept_prob"] == pytest.approx(expected)
     for bad in (0.0, 1.0, 1.5):
         with pytest.raises(
-            ValueError, match=f"target_accept={bad}: give a probability strictly between 0 and 1"
+            ValueError, match=rf"NUTS\(target_accept={bad}\): give a probability strictly between 0 and 1"
         ):
-            ORLR(method="nuts", target_accept=bad).fit(train.bags, train.label_sets)
+            NUTS(target_accept=bad)
     args = build_parser().parse_args(["fit", "--method", "nuts", "--target-accept", "0.9"])
-    assert estimator_from_args(args).target_accept == 0.9
-    assert estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).target_accept is None
+    assert estimator_from_args(args).inference.target_accept == 0.9
+    plain = estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"]))
+    assert plain.inference.target_accept is None

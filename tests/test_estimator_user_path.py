@@ -18,7 +18,7 @@ from scipy.special import softmax
 from sklearn.base import clone
 
 import orlr_ppl
-from orlr_ppl import ORLR, SIM, MajorityClass, SoftmaxRegression
+from orlr_ppl import EM, MAP, NUTS, ORLR, ORLRCV, SIM, SVI, MajorityClass, SoftmaxRegression
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.estimators.base import _BagClassifier
 from orlr_ppl.inference.diagnostics import ConvergenceWarning
@@ -63,7 +63,7 @@ def fit_any(est, train):
 def small(cls, **kw):
     """A quick-to-fit instance of each estimator."""
     if cls is ORLR:
-        return ORLR(method="em", max_iter=20, **kw)
+        return ORLR(inference=EM(max_iter=20), **kw)
     if cls is SIM:
         return SIM(lam=1e-6, n_outer=2, n_inner=20, **kw)
     return cls(**kw)
@@ -101,8 +101,8 @@ def test_scaling_is_fitted_on_the_training_instances(cls, data):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: ORLR(method="em", max_iter=20),
-        lambda: ORLR(method="map", max_iter=40),
+        lambda: ORLR(inference=EM(max_iter=20)),
+        lambda: ORLR(inference=MAP(max_iter=40)),
         lambda: SIM(lam=1e-6, n_outer=2, n_inner=20),
         SoftmaxRegression,
     ],
@@ -198,7 +198,7 @@ def test_nuts_and_svi_posteriors_work_on_standardised_features(tmp_path):
         bags.append((centres[y] + rng.normal(size=(len(y), 2))) * [1000.0, 20.0] + [5.0, -300.0])
         sets.append(np.unique(y))
         labels.append(y)
-    est = ORLR(method="nuts", num_warmup=50, num_samples=50, num_chains=1, max_num_samples=0, random_state=0)
+    est = ORLR(inference=NUTS(num_warmup=50, num_samples=50, num_chains=1, max_num_samples=0), random_state=0)
     est = quiet_fit(est, bags, sets)
     assert est.feature_scale_[0] > 500 and est.score(bags, labels) > 0.85
     # The posterior's W acts on standardised features: its log-likelihood is the DP at those,
@@ -217,18 +217,18 @@ def test_nuts_and_svi_posteriors_work_on_standardised_features(tmp_path):
     for p, q in zip(est.predict_proba(bags, sets), back.predict_proba(bags, sets)):
         np.testing.assert_allclose(p, q, rtol=1e-12)
     # SVI shares the path: its draws act on the same standardised features.
-    svi = ORLR(method="svi", svi_steps=30, num_samples=20, random_state=0)
+    svi = ORLR(inference=SVI(num_steps=30, num_draws=20), random_state=0)
     svi = quiet_fit(svi, bags, sets)
     np.testing.assert_array_equal(svi.feature_mean_, est.feature_mean_)
     w, b = svi.coef_draws_, svi.intercept_draws_
     for x, p in zip(z, svi.predict_proba(bags)):
         np.testing.assert_allclose(p, softmax(np.einsum("nd,sdc->snc", x, w) + b[:, None], axis=-1).mean(0))
     # Replacing the folder with a point estimate removes the posterior it held.
-    point = quiet_fit(ORLR(method="map"), bags, sets)
+    point = quiet_fit(ORLR(inference="map"), bags, sets)
     with pytest.raises(ValueError, match="overwrite=True"):
         point.save(folder)
     point.save(folder, overwrite=True)
-    assert not (folder / "posterior.nc").exists() and ORLR.load(folder).method == "map"
+    assert not (folder / "posterior.nc").exists() and ORLR.load(folder).inference == "map"
 
 
 # -- 2. a 2-D array is a label matrix ------------------------------------------
@@ -472,10 +472,10 @@ def test_pruning_leaves_out_the_costliest_bags_and_says_which(tmp_path):
     bags = [rng.normal(size=(n, 3)) for n, _ in sizes]
     sets = [sorted(rng.choice(4, k, replace=False).tolist()) for _, k in sizes]
     # Without standardising: the pruned bags' features would still count for the scaling.
-    model = ORLR(method="map", prune=0.25, n_classes=4, standardize=False).fit(bags, sets)
+    model = ORLR(inference="map", prune=0.25, n_classes=4, standardize=False).fit(bags, sets)
     assert model.pruned_bags_ == [1, 4]  # the two bags with 3 labels and the most instances
     keep = [0, 2, 3, 5, 6, 7]
-    alone = ORLR(method="map", n_classes=4, standardize=False)
+    alone = ORLR(inference="map", n_classes=4, standardize=False)
     alone.fit([bags[i] for i in keep], [sets[i] for i in keep])
     np.testing.assert_allclose(model.coef_, alone.coef_, rtol=1e-5, atol=1e-6)
     assert alone.pruned_bags_ == [] and "prune" in model.get_params()
@@ -490,22 +490,26 @@ def test_stochastic_em_is_an_option_with_its_own_report(data, tmp_path):
     train, test = data
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)  # a fixed budget is not a failure
-        model = ORLR(bag_fraction=0.5, max_iter=30, random_state=1).fit(train.bags, train.label_sets)
+        model = ORLR(inference=EM(bag_fraction=0.5, max_iter=30), random_state=1).fit(
+            train.bags, train.label_sets
+        )
     assert model.n_iter_ == 30 and not model.converged_ and len(model.history_) == 31
     report = model.diagnostics()
     assert report.problems == [] and report.bag_fraction == 0.5
     assert "stochastic EM (0.5 of the bags per iteration): 30 iterations" in report.summary()
-    full = quiet_fit(ORLR(max_iter=30), train.bags, train.label_sets)
+    full = quiet_fit(ORLR(inference=EM(max_iter=30)), train.bags, train.label_sets)
     assert model.score(test.bags, test.instance_labels) > full.score(test.bags, test.instance_labels) - 0.05
     assert model.log_posterior_ == pytest.approx(full.log_posterior_, rel=0.05)
-    again = ORLR(bag_fraction=0.5, max_iter=30, random_state=1).fit(train.bags, train.label_sets)
+    again = ORLR(inference=EM(bag_fraction=0.5, max_iter=30), random_state=1).fit(
+        train.bags, train.label_sets
+    )
     np.testing.assert_array_equal(again.coef_, model.coef_)
     back = ORLR.load(model.save(tmp_path / "m"))
-    assert back.get_params()["bag_fraction"] == 0.5
+    assert back.get_params()["inference"] == EM(bag_fraction=0.5, max_iter=30)
     np.testing.assert_array_equal(back.predict_proba(test.bags)[0], model.predict_proba(test.bags)[0])
-    for bad in ({"bag_fraction": 0.0}, {"bag_fraction": 1.5}, {"bag_fraction": 0.5, "method": "map"}):
-        with pytest.raises(ValueError, match="stochastic EM takes method='em' and a fraction in"):
-            ORLR(**bad).fit(train.bags, train.label_sets)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"EM\(bag_fraction=.*\): give the fraction of bags"):
+            EM(bag_fraction=bad)
 
 
 @pytest.mark.parametrize("method", ["nuts", "svi"])
@@ -515,15 +519,20 @@ def test_a_sampler_fit_says_what_it_is_doing_by_default(capsys, method):
     centres = np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])
     ys = [rng.integers(0, 3, size=2) for _ in range(12)]
     bags, sets = [centres[y] + rng.normal(size=(2, 2)) for y in ys], [np.unique(y) for y in ys]
-    settings = {"num_warmup": 10, "num_samples": 10, "num_chains": 1, "svi_steps": 20, "max_num_samples": 0}
-    quiet_fit(ORLR(method=method, **settings), bags, sets)
+
+    def settings(**kw):
+        if method == "nuts":
+            return NUTS(num_warmup=10, num_samples=10, num_chains=1, max_num_samples=0, **kw)
+        return SVI(num_steps=20, num_draws=10, **kw)
+
+    quiet_fit(ORLR(inference=settings()), bags, sets)
     err = capsys.readouterr().err
     if method == "nuts":
         assert "NUTS: finding the MAP to start from (compiling)…" in err
         assert "NUTS, 1 chain:" in err and "compiling…" in err and "sampling" in err and "20/20" in err
     else:
         assert "SVI: compiling the ELBO and its gradient…" in err and "20/20" in err
-    quiet_fit(ORLR(method=method, progress_bar=False, **settings), bags, sets)
+    quiet_fit(ORLR(inference=settings(progress_bar=False)), bags, sets)
     assert capsys.readouterr().err == ""
 
 
@@ -532,11 +541,11 @@ def test_a_cross_validated_choice_shows_its_progress(capsys):
     centres = np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])
     ys = [rng.integers(0, 3, size=2) for _ in range(12)]
     bags, sets = [centres[y] + rng.normal(size=(2, 2)) for y in ys], [np.unique(y) for y in ys]
-    model = quiet_fit(ORLR(prior_scale="auto", cv_folds=2, max_iter=10), bags, sets)
+    model = quiet_fit(ORLRCV(cv=2, inference=EM(max_iter=10)), bags, sets)
     err = capsys.readouterr().err
     n_fits = 2 * len(model.cv_results_)
     assert "choosing prior_scale by 2-fold CV" in err and f"{n_fits}/{n_fits}" in err
-    quiet_fit(ORLR(prior_scale="auto", cv_folds=2, max_iter=10, progress_bar=False), bags, sets)
+    quiet_fit(ORLRCV(cv=2, progress_bar=False, inference=EM(max_iter=10)), bags, sets)
     assert capsys.readouterr().err == ""
 
 
@@ -548,12 +557,12 @@ def test_labels_that_leave_a_class_unnamed_are_said():
     bags = [rng.normal(size=(3, 2)) for _ in range(6)]
     one_based = [[1], [2], [1, 2], [3], [1, 3], [2]]
     with pytest.warns(UserWarning, match=r"fit: class\(es\) \[0\] appear in no label set.*1-based"):
-        model = ORLR(method="map").fit(bags, one_based)
+        model = ORLR(inference="map").fit(bags, one_based)
     assert model.n_classes_ == 4
     with pytest.warns(UserWarning, match=r"MIMLData: class\(es\) \[0\] appear in no label set"):
         MIMLData(bags=bags, label_sets=one_based)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every class named, or n_classes given: nothing to say
-        ORLR(method="map").fit(bags, [[c - 1 for c in s] for s in one_based])
-        ORLR(method="map", n_classes=4).fit(bags, one_based)
+        ORLR(inference="map").fit(bags, [[c - 1 for c in s] for s in one_based])
+        ORLR(inference="map", n_classes=4).fit(bags, one_based)
         MIMLData(bags=bags, label_sets=one_based, n_classes=4)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import orlr_ppl as op
-from orlr_ppl import metrics
+from orlr_ppl import EM, metrics
 from orlr_ppl.data.datasets import load_hja
 from orlr_ppl.data.hja import HJA_FILES, HJA_UNION_CHANGED
 from orlr_ppl.data.io import read_bag_csv
@@ -122,8 +122,8 @@ def test_mlsp_style_arff_with_an_impossible_bag_is_fitted_whole_with_a_leak(fold
     assert arff.class_names == data.class_names and arff.impossible_bags() == [40]
     assert arff.impossible_bags(leak=True) == []
     with pytest.raises(ValueError, match="'219'.*ORLR\\(leak=...\\)"):
-        op.ORLR(max_iter=2).fit(arff)
-    model = op.ORLR(leak="learn", max_iter=20).fit(arff)
+        op.ORLR(inference=EM(max_iter=2)).fit(arff)
+    model = op.ORLR(inference=EM(max_iter=20), leak="learn").fit(arff)
     assert 0 < model.leak_ < 0.5
     # Transductively the impossible bag gets its two segments explained by two of its 3 species
     # (one leaks): the posterior puts no mass outside the bag's set.

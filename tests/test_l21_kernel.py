@@ -13,7 +13,7 @@ from scipy import integrate
 from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
 
-from orlr_ppl import ORLR
+from orlr_ppl import EM, MAP, NUTS, ORLR, ORLRCV, RBF, SVI
 from orlr_ppl.data.kernel import fit_kernel_map, median_gamma, nystroem_projection, rbf_kernel
 from orlr_ppl.inference.em import fit_em
 from orlr_ppl.inference.map import fit_map
@@ -226,7 +226,7 @@ def xor():
 def test_kernel_orlr_learns_what_linear_cannot_and_round_trips(xor, tmp_path) -> None:
     (tb, ts, _), (vb, _, vl) = xor
     linear = ORLR(prior_scale=1.0).fit(tb, ts)
-    kernel = ORLR(kernel="rbf", gamma=1.0, prior_scale=1.0).fit(tb, ts)
+    kernel = ORLR(kernel=RBF(gamma=1.0), prior_scale=1.0).fit(tb, ts)
     assert kernel.coef_.shape == (sum(len(x) for x in tb), 4)  # a row per dictionary element
     assert _accuracy(kernel, vb, vl) > 0.8 > _accuracy(linear, vb, vl) + 0.2
     kernel.save(tmp_path / "k")
@@ -239,7 +239,7 @@ def test_kernel_orlr_learns_what_linear_cannot_and_round_trips(xor, tmp_path) ->
 
 def test_kernel_l21_drops_dictionary_elements_without_changing_predictions(xor) -> None:
     (tb, ts, _), (vb, _, vl) = xor
-    model = ORLR(kernel="rbf", prior="l21", gamma=1.0, prior_scale=3.0).fit(tb, ts)
+    model = ORLR(kernel=RBF(gamma=1.0), prior="l21", prior_scale=3.0).fit(tb, ts)
     n_inst = sum(len(x) for x in tb)
     assert 0 < model.coef_.shape[0] < n_inst  # zero rows pruned after the fit ...
     assert model.n_pruned_rows_ == n_inst - model.coef_.shape[0]
@@ -256,12 +256,12 @@ def test_auto_selection_uses_bag_labels_only_and_picks_the_best_candidate(xor) -
     (tb, ts, tl), _ = xor
     from orlr_ppl.data import MIMLData
 
-    small = dict(kernel="rbf", prior_scale="auto", cv_folds=2, max_iter=30)
+    small = dict(kernel="rbf", cv=2, inference=EM(max_iter=30))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = ORLR(**small).fit(tb[:60], ts[:60])
+        a = ORLRCV(**small).fit(tb[:60], ts[:60])
         with_labels = MIMLData(tb[:60], ts[:60], n_classes=4, instance_labels=tl[:60])
-        b = ORLR(**small).fit(with_labels)
+        b = ORLRCV(**small).fit(with_labels)
     table = a.cv_results_
     assert len(table) == 20
     best = max(table, key=lambda r: r["mean_log_likelihood"])
@@ -274,11 +274,11 @@ def test_auto_selection_by_ranking_loss_scores_held_out_bag_rankings(xor) -> Non
     from orlr_ppl.estimators.model_selection import bag_folds
     from orlr_ppl.evaluation.metrics import average_precision, ranking_loss
 
-    small = dict(kernel="rbf", prior_scale="auto", cv_folds=2, max_iter=30, random_state=0)
+    small = dict(kernel="rbf", cv=2, inference=EM(max_iter=30), random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        by_rank = ORLR(**small, cv_scoring="ranking_loss").fit(tb[:60], ts[:60])
-        by_ll = ORLR(**small).fit(tb[:60], ts[:60])
+        by_rank = ORLRCV(**small, scoring="ranking_loss").fit(tb[:60], ts[:60])
+        by_ll = ORLRCV(**small).fit(tb[:60], ts[:60])
     table = by_rank.cv_results_
     # The fits are the same whichever score decides; only the choice differs.
     for col in ("mean_log_likelihood", "ranking_loss", "average_precision"):
@@ -295,10 +295,9 @@ def test_auto_selection_by_ranking_loss_scores_held_out_bag_rankings(xor) -> Non
     for f in range(2):
         tr, te = folds[1 - f], folds[f]
         ref = ORLR(
-            kernel="rbf",
-            gamma=cand["gamma"],
+            inference=EM(max_iter=30),
+            kernel=RBF(gamma=cand["gamma"]),
             prior_scale=cand["prior_scale"],
-            max_iter=30,
             random_state=0,
             standardize=False,
             n_classes=4,
@@ -330,7 +329,7 @@ def test_select_by_cv_minimises_a_loss_and_refuses_unknown_scores() -> None:
         assert select_by_cv(score, 8, grid, 2).best == {"a": 3.0}
     # Ties go to the earlier candidate, the stronger prior.
     assert select_by_cv(score, 8, grid, 2, scoring="average_precision").best == {"a": 0.0}
-    with pytest.raises(ValueError, match="cv_scoring='accuracy'"):
+    with pytest.raises(ValueError, match="scoring='accuracy'"):
         select_by_cv(score, 8, grid, 2, scoring="accuracy")
 
 
@@ -338,17 +337,17 @@ def test_select_by_cv_minimises_a_loss_and_refuses_unknown_scores() -> None:
     ("kwargs", "match"),
     [
         ({"kernel": "poly"}, "kernel='poly'"),
-        ({"kernel": "rbf", "cv_scoring": "accuracy"}, "cv_scoring='accuracy': choose one of"),
-        ({"kernel": "rbf", "gamma": -1.0}, "gamma=-1.0"),
+        ({"kernel": "rbf", "scoring": "accuracy"}, "scoring='accuracy': choose one of"),
+        ({"kernel": "rbf", "gammas": [-1.0]}, "gamma=-1.0"),
         ({"prior": "horseshoe"}, "prior='horseshoe'"),
-        ({"prior_scale": "auto", "novel_class": True}, "explicit values"),
-        ({"prior_scale": 0.0}, "positive scale"),
+        ({"novel_class": True}, "explicit prior_scale"),
+        ({"prior_scales": [0.0]}, "positive scale"),
     ],
 )
 def test_bad_row_settings_raise(kwargs, match) -> None:
     bags, sets, _ = _xor_bags(10, 0)
     with pytest.raises(ValueError, match=match):
-        ORLR(**{"gamma": 1.0, **kwargs}).fit(bags, sets)
+        ORLRCV(**kwargs).fit(bags, sets)
 
 
 # -- the group horseshoe (NUTS, SVI) --------------------------------------------------------------
@@ -366,20 +365,18 @@ def test_horseshoe_has_no_point_estimate() -> None:
     bags, sets, _ = _irrelevant_rows(n_bags=10)
     for method in ("em", "map"):
         with pytest.raises(ValueError, match="no MAP"):
-            ORLR(method=method, prior="group_horseshoe").fit(bags, sets)
-    with pytest.raises(ValueError, match="not 'auto'"):
-        ORLR(method="nuts", prior="group_horseshoe", prior_scale="auto").fit(bags, sets)
+            ORLR(inference=method, prior="group_horseshoe").fit(bags, sets)
+    with pytest.raises(ValueError, match="fit ORLR with a prior_scale"):
+        ORLRCV(inference="nuts", prior="group_horseshoe").fit(bags, sets)
 
 
 def test_horseshoe_nuts_converges_and_shrinks_the_irrelevant_rows() -> None:
     bags, sets, _ = _irrelevant_rows(n_bags=60, d_irr=4, c=3)
     model = ORLR(
-        method="nuts",
+        inference=NUTS(num_warmup=300, num_samples=400),
         prior="group_horseshoe",
         prior_scale=3.0,
         random_state=0,
-        num_warmup=300,
-        num_samples=400,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PSIS-LOO may flag a bag of 60: not a mixing check
@@ -399,7 +396,7 @@ def test_horseshoe_nuts_converges_and_shrinks_the_irrelevant_rows() -> None:
 
 def test_horseshoe_svi_fits_and_names_its_scales() -> None:
     bags, sets, _ = _irrelevant_rows(n_bags=40, d_irr=3, c=3)
-    model = ORLR(method="svi", prior="group_horseshoe", prior_scale=3.0, svi_steps=500, random_state=0)
+    model = ORLR(inference=SVI(num_steps=500), prior="group_horseshoe", prior_scale=3.0, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(bags, sets)
@@ -434,8 +431,6 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
                 "l21",
                 "--prior-scale",
                 "3",
-                "--cv-scoring",
-                "ranking_loss",
                 "--out",
                 str(out),
             ]
@@ -443,8 +438,7 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
         == 0
     )
     model = ORLR.load(out)
-    assert (model.kernel, model.prior, model.kernel_gamma_) == ("rbf", "l21", 0.02)
-    assert model.cv_scoring == "ranking_loss"  # saved with the model's parameters
+    assert (model.kernel, model.prior, model.kernel_gamma_) == (RBF(gamma=0.02), "l21", 0.02)
     assert model.kernel_dictionary_.shape[0] == model.coef_.shape[0]
     capsys.readouterr()
     assert main(["predict", "--model", str(out), "--dataset", "digits", "--n-bags", "30"]) == 0
@@ -455,12 +449,13 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
     evaluate = ["evaluate", "--dataset", "digits", "--methods", "korlr,korlr-l21,mimm"]
     models = {name: make() for name, make in compared_models(build_parser().parse_args(evaluate)).items()}
     assert list(models) == ["K-ORLR", "K-ORLR-l21", "MIMM"]
-    assert [(m.kernel, m.prior, m.gamma, m.prior_scale, m.cv_scoring) for m in list(models.values())[:2]] == [
-        ("rbf", "normal", "auto", "auto", "log_likelihood"),
-        ("rbf", "l21", "auto", "auto", "log_likelihood"),
+    assert all(isinstance(m, ORLRCV) for m in list(models.values())[:2])  # width and scale by CV
+    assert [(m.kernel, m.prior, m.gammas, m.scoring) for m in list(models.values())[:2]] == [
+        ("rbf", "normal", None, "log_likelihood"),
+        ("rbf", "l21", None, "log_likelihood"),
     ]
     ranked = compared_models(build_parser().parse_args([*evaluate, "--cv-scoring", "average_precision"]))
-    assert [ranked[k]().cv_scoring for k in ("K-ORLR", "K-ORLR-l21")] == ["average_precision"] * 2
+    assert [ranked[k]().scoring for k in ("K-ORLR", "K-ORLR-l21")] == ["average_precision"] * 2
     from orlr_ppl.estimators.model_selection import CV_SCORINGS
 
     for name in CV_SCORINGS:  # every library score is a CLI choice
@@ -469,13 +464,16 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
 
 
 @pytest.mark.parametrize(("method", "prior"), [("em", "normal"), ("map", "l21")])
-def test_padded_kernel_rows_change_nothing(xor, method, prior) -> None:
+def test_padded_kernel_rows_change_nothing(xor, method, prior, monkeypatch) -> None:
     (tb, ts, _), (vb, _, _) = xor
-    kw = dict(kernel="rbf", gamma=1.0, prior_scale=3.0, method=method, prior=prior, max_iter=40, tol=1e-9)
+    settings = EM(max_iter=40, tol=1e-9) if method == "em" else MAP(max_iter=40, tol=1e-9)
+    kw = dict(kernel=RBF(gamma=1.0), prior_scale=3.0, inference=settings, prior=prior)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tight = ORLR(**kw, canonical_shapes=False).fit(tb[:50], ts[:50])
-        padded = ORLR(**kw, canonical_shapes=True).fit(tb[:50], ts[:50])
+        padded = ORLR(**kw).fit(tb[:50], ts[:50])
+        with monkeypatch.context() as m:  # the same fit with no zero rows added
+            m.setattr(ORLR, "_pad_rows", lambda self, feats, canonical: (feats, 0))
+            tight = ORLR(**kw).fit(tb[:50], ts[:50])
     # 180 dictionary elements pad to 192 zero-feature rows in the canonical fit, cut off after it.
     assert padded.coef_.shape[0] == tight.coef_.shape[0] <= 180
     np.testing.assert_allclose(padded.coef_, tight.coef_, rtol=2e-4, atol=1e-5)
@@ -487,12 +485,8 @@ def test_padded_kernel_rows_change_nothing(xor, method, prior) -> None:
 @pytest.mark.parametrize("method", ["nuts", "svi"])
 def test_kernel_orlr_samples_with_nuts_and_svi_and_round_trips(xor, method, tmp_path) -> None:
     (tb, ts, _), (vb, _, vl) = xor
-    budget = (
-        {"num_warmup": 60, "num_samples": 30, "num_chains": 1} if method == "nuts" else {"svi_steps": 300}
-    )
-    model = ORLR(
-        method=method, kernel="rbf", gamma=1.0, prior_scale=1.0, dictionary_size=24, random_state=0, **budget
-    )
+    budget = NUTS(num_warmup=60, num_samples=30, num_chains=1) if method == "nuts" else SVI(num_steps=300)
+    model = ORLR(inference=budget, kernel=RBF(gamma=1.0, dictionary_size=24), prior_scale=1.0, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a 30-draw chain misses the R-hat/ESS targets: not checked here
         model.fit(tb[:30], ts[:30])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -128,22 +129,40 @@ def test_the_layering_test_can_fail(tmp_path, monkeypatch):
 
 def test_the_public_api_a_user_types():
     code = (
-        "from orlr_ppl import ORLR, MIMLData, SIM, SoftmaxRegression, MajorityClass, "
-        "bag_log_likelihood, instance_posteriors\n"
-        "import orlr_ppl as op\n"
-        "assert callable(op.io.read_miml_arff) and callable(op.io.read_bag_csv)\n"
-        "assert callable(op.datasets.load_letter_frost) and callable(op.datasets.make_miml_digits)\n"
-        "assert callable(op.metrics.instance_accuracy)\n"
-        "from orlr_ppl import metrics, plots, datasets\n"
-        "assert isinstance(op.datasets.make_miml_digits(3), MIMLData)\n"
-        "try:\n    op.no_such_thing\nexcept AttributeError as e:\n    assert 'no_such_thing' in str(e)\n"
+        "import os\n"
+        "flags = os.environ.get('XLA_FLAGS')\n"
+        "from orlr_ppl import ORLR, ORLRCV, EM, MAP, NUTS, SVI, RBF, MIMLData, SIM, SoftmaxRegression\n"
+        "from orlr_ppl import MajorityClass, bag_log_likelihood, instance_posteriors, set_host_device_count\n"
+        "assert os.environ.get('XLA_FLAGS') == flags, 'importing orlr_ppl changed XLA_FLAGS'\n"
+        "import orlr_ppl.io, orlr_ppl.datasets, orlr_ppl.metrics, orlr_ppl.plots, orlr_ppl.diagnostics\n"
+        "from orlr_ppl.metrics import instance_accuracy\n"
+        "from orlr_ppl.io import read_miml_arff, read_bag_csv\n"
+        "from orlr_ppl.datasets import load_letter_frost, make_miml_digits\n"
+        "from orlr_ppl.diagnostics import diagnose, ConvergenceWarning\n"
+        "from orlr_ppl.cross_validation import cross_validate\n"
+        "assert isinstance(make_miml_digits(3), MIMLData)\n"
+        "assert set_host_device_count(3) == 3 and 'device_count=3' in os.environ['XLA_FLAGS']\n"
+        "import jax\n"
+        "assert jax.device_count() == 3\n"
     )
-    # A fresh interpreter: the lazy attributes must work from a cold import.
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    # A fresh interpreter: the modules must import from a cold start, and the device count take.
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, env={**os.environ, "XLA_FLAGS": ""})
+
+
+def test_set_host_device_count_after_jax_started_warns(monkeypatch):
+    import jax.numpy as jnp
+
+    from orlr_ppl import set_host_device_count
+
+    jnp.zeros(1).block_until_ready()  # JAX has started in this process
+    monkeypatch.delenv("XLA_FLAGS", raising=False)  # the count conftest set would return early
+    with pytest.warns(RuntimeWarning, match="already started"):
+        set_host_device_count(2)
+    assert "device_count" not in os.environ.get("XLA_FLAGS", "")
 
 
 @pytest.mark.parametrize("name", ["io", "datasets", "metrics", "plots", "diagnostics", "cross_validation"])
-def test_lazy_modules_are_the_real_ones(name):
-    import orlr_ppl
-
-    assert getattr(orlr_ppl, name) is importlib.import_module(orlr_ppl._MODULES[name])
+def test_public_modules_name_their_sources_names(name):
+    """Each public module re-exports its source's objects: the same objects, listed in ``__all__``."""
+    module = importlib.import_module(f"orlr_ppl.{name}")
+    assert module.__all__ and all(hasattr(module, n) for n in module.__all__)

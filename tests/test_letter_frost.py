@@ -7,9 +7,11 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
+from orlr_ppl import EM, NUTS
 from orlr_ppl.data._frost_words import ROAD_NOT_TAKEN
 from orlr_ppl.data.datasets import load_letter_frost, read_uci_letters
 
@@ -86,7 +88,7 @@ def test_cross_validation_reuses_compiled_em_across_folds():
     from orlr_ppl.inference import em
 
     data = make_miml_digits(60, seed=0, max_size=4)
-    model = {"EM": lambda: ORLR(method="em", max_iter=3, tol=0.0)}
+    model = {"EM": lambda: ORLR(inference=EM(max_iter=3, tol=0.0))}
     cross_validate(data, model, "inductive", n_folds=2, seed=0)
     before = em._em._cache_size()
     assert before >= 1  # not cleared after the folds
@@ -95,29 +97,26 @@ def test_cross_validation_reuses_compiled_em_across_folds():
 
 
 def test_a_sampler_on_canonical_shapes_keeps_its_program_across_folds():
-    """A fit packed tight compiles per fold, so cross-validation clears JAX's caches after it; NUTS
-    on canonical shapes shares its chain program between folds of a shape family, and keeps it."""
+    """In a cross-validation NUTS packs every fold into the one layout ``cross_validate`` gives it, so
+    the folds share one chain program (a NUTS fit outside one packs tight)."""
     from orlr_ppl.data.datasets import make_miml_digits
     from orlr_ppl.estimators import ORLR
     from orlr_ppl.evaluation.cross_validation import cross_validate
-    from orlr_ppl.inference import em, nuts
+    from orlr_ppl.inference import nuts
 
     # Bags of at most 4 digits: label sets of up to 4 classes keep every program small (the subset
     # DP's 2**K states, one bucket per label-set size); the two folds still pack to different layouts.
     data = make_miml_digits(40, max_size=4, seed=0)
-    settings = {"num_warmup": 10, "num_samples": 10, "num_chains": 1, "init": "zeros", "max_num_samples": 0}
-
-    def nuts_model(**kw):
-        return {"NUTS": lambda: ORLR(method="nuts", **settings, **kw)}
+    settings = NUTS(num_warmup=10, num_samples=10, num_chains=1, init="zeros", max_num_samples=0)
+    model = {"NUTS": lambda: ORLR(inference=settings)}
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 10 draws converge nowhere: not what this is about
-        tight = {"EM": lambda: ORLR(method="em", max_iter=3, canonical_shapes=False)}
-        cross_validate(data, tight, "inductive", n_folds=2, seed=0)
-        assert em._em._cache_size() == 0  # tight: cleared after every fold
-        cross_validate(data, nuts_model(canonical_shapes=True), "inductive", n_folds=2, seed=0)
-        before = nuts._advance_one._cache_size()
-        assert before >= 1  # kept
-        res = cross_validate(data, nuts_model(canonical_shapes=True), "inductive", n_folds=2, seed=0)
-        assert nuts._advance_one._cache_size() == before  # the same folds again: nothing new
+        jax.clear_caches()
+        cross_validate(data, model, "inductive", n_folds=2, seed=0)
+        assert nuts._advance_one._cache_size() == 1  # both folds ran one program
+        res = cross_validate(data, model, "inductive", n_folds=2, seed=0)
+        assert nuts._advance_one._cache_size() == 1  # the same folds again: nothing new
+        tight = ORLR(inference=settings).fit(data)  # outside a cross-validation: packed tight
+    assert tight.canonical_shapes_ is False
     assert np.all(res.scores["NUTS"]["accuracy_inductive"] > 0.3)  # padding bags cost no accuracy

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from orlr_ppl import ORLR, MajorityClass
+from orlr_ppl import EM, MAP, NUTS, ORLR, SVI, MajorityClass
 from orlr_ppl.estimators.sim import SIM
 from orlr_ppl.evaluation.metrics import CREDIBLE_MASS
 from orlr_ppl.evaluation.plots import proba_intervals
@@ -45,7 +45,7 @@ def nuts_fit():
     bags, sets, labels = _clusters()
     # max_num_samples=0: chains do not go on (the extension has its own test in test_nuts_driver).
     est = ORLR(
-        method="nuts", num_warmup=150, num_samples=150, num_chains=2, max_num_samples=0, random_state=0
+        inference=NUTS(num_warmup=150, num_samples=150, num_chains=2, max_num_samples=0), random_state=0
     )
     with warnings.catch_warnings():
         # 2 x 150 draws rarely reach the 400-ESS threshold: expected for a test-sized run.
@@ -59,7 +59,7 @@ def map_fit(nuts_fit):
     with warnings.catch_warnings():
         # With its default max_iter (500 for MAP), L-BFGS converges here: no warning.
         warnings.simplefilter("error", ConvergenceWarning)
-        return ORLR(method="map").fit(bags, sets)
+        return ORLR(inference="map").fit(bags, sets)
 
 
 def test_nuts_inference_data_and_diagnostics(nuts_fit):
@@ -105,7 +105,8 @@ def test_posterior_predictions_and_uncertainty(nuts_fit, map_fit):
         assert np.all(u[:, 1] <= u[:, 0] + 1e-9) and np.all(np.isfinite(u))
         if len(s) == 1:
             np.testing.assert_allclose(u, 0.0, atol=1e-9)
-    with pytest.warns(UserWarning, match=r"predict_uncertainty on a method='map' fit: .*information is zero"):
+    match = r"predict_uncertainty on an inference='map' fit: .*information is zero"
+    with pytest.warns(UserWarning, match=match):
         point = map_fit.predict_uncertainty(bags)
     assert np.all(np.concatenate(point)[:, 1] < 1e-9)
 
@@ -113,7 +114,7 @@ def test_posterior_predictions_and_uncertainty(nuts_fit, map_fit):
 @pytest.mark.parametrize("guide", ["normal", "lowrank"])
 def test_svi_minibatch_fit(guide):
     bags, sets, labels = _clusters(seed=1)
-    est = ORLR(method="svi", guide=guide, svi_steps=800, subsample_size=12, num_samples=100, random_state=0)
+    est = ORLR(inference=SVI(guide=guide, num_steps=800, subsample_size=12, num_draws=100), random_state=0)
     est.fit(bags, sets)
     losses = est.losses_
     assert np.mean(losses[-80:]) < np.mean(losses[:80])
@@ -219,7 +220,7 @@ def test_problems_name_the_failed_checks_and_worst_parameters(nuts_fit):
     assert "2 transitions (0.7%) hit the maximum tree depth 10" in text
     # The divergence sentence offers the remedy from the fit's own target acceptance (0.8 here).
     assert diag.sampler["target_accept_prob"] == pytest.approx(0.8)
-    assert "above this fit's 0.80 (target_accept, e.g. 0.95)" in text
+    assert "above this fit's 0.80 (NUTS(target_accept=...), e.g. 0.95)" in text
     for target, says in ((0.97, "e.g. 0.99"), (0.99, "already high: reparametrise")):
         bad.sample_stats.attrs["target_accept_prob"] = target
         assert says in " | ".join(diagnose(bad).problems)
@@ -260,7 +261,7 @@ def test_the_warning_names_one_next_step_for_each_kind_of_failure(nuts_fit):
     assert advice(interrupted=True, n_divergent=3) == "run the fit again and let it finish"
     # Slow mixing: more draws; after a long run the caller's note comes first.
     slow = base._replace(table=diag.table.assign(r_hat=1.2))
-    assert next_step(slow).startswith("run more chains or longer ones (num_chains=4, num_samples=2000)")
+    assert next_step(slow).startswith("run more chains or longer ones (NUTS(num_chains=4, num_samples=2000))")
     assert next_step(slow._replace(note="drop feature 3")) == "drop feature 3"
     message = warning_message(base._replace(sampler={**base.sampler, "n_at_max_treedepth": 3}))
     assert message.startswith(
@@ -282,12 +283,13 @@ def test_unconverged_nuts_fit_warns():
     centres = np.array([[3.0, 0.0], [-1.5, 2.6], [-1.5, -2.6]])
     y = rng.integers(0, 3, size=8)
     bags = [centres[[k, k]] + rng.normal(size=(2, 2)) for k in y]  # one label per bag: one DP bucket
-    est = ORLR(method="nuts", num_warmup=5, num_samples=20, num_chains=1, random_state=0)
+    est = ORLR(inference=NUTS(num_warmup=5, num_samples=20, num_chains=1), random_state=0)
     with pytest.warns(
         ConvergenceWarning, match=r"one chain, so R-hat cannot .*bulk ESS down to \d+ \((W|beta)\["
     ) as rec:
         est.fit(bags, [[k] for k in y])
-    assert "Next: run more chains or longer ones (num_chains=4, num_samples=1000)." in str(rec[0].message)
+    next_line = "Next: run more chains or longer ones (NUTS(num_chains=4, num_samples=1000))."
+    assert next_line in str(rec[0].message)
     assert any(
         p.startswith("bulk ESS below 400 for 9 parameters (worst: ") for p in est.diagnostics().problems
     )
@@ -303,7 +305,7 @@ def test_em_and_map_that_stop_early_warn(nuts_fit, map_fit):
     with pytest.warns(
         ConvergenceWarning, match=r"^EM stopped after 1 iteration without meeting tol=1e-06; raise"
     ):
-        em = ORLR(method="em", max_iter=1).fit(bags, sets)
+        em = ORLR(inference=EM(max_iter=1)).fit(bags, sets)
     diag = em.diagnostics()
     assert isinstance(diag, PointDiagnostics) and not diag.converged and diag.relative_change > 1e-6
     assert diag.summary_lines() == [
@@ -314,11 +316,10 @@ def test_em_and_map_that_stop_early_warn(nuts_fit, map_fit):
     with pytest.warns(
         ConvergenceWarning, match=r"^MAP \(L-BFGS\) stopped after 1 iteration .*raise max_iter"
     ):
-        ORLR(method="map", max_iter=1).fit(bags, sets)
+        ORLR(inference=MAP(max_iter=1)).fit(bags, sets)
     # The fixture's MAP fit (default max_iter) converged: no problem, and no warning was issued for it.
     assert map_fit.converged_ and map_fit.diagnostics().problems == []
-    assert map_fit.get_params()["max_iter"] is None and map_fit.diagnostics().max_iter == 500
-    assert ORLR(method="em")._max_iter() == 200 and ORLR(method="em", max_iter=7)._max_iter() == 7
+    assert map_fit.get_params()["inference"] == "map" and map_fit.diagnostics().max_iter == MAP.max_iter
     assert map_fit.diagnostics().summary_lines()[0].endswith("; converged")
 
 
@@ -339,7 +340,7 @@ def test_predict_interval_brackets_the_mean(nuts_fit, map_fit):
     # Uncertain weights give intervals of non-zero width somewhere.
     assert max(np.ptp(iv, axis=-1).max() for iv in est.predict_interval(bags)) > 0.01
     for given in (None, sets):
-        with pytest.warns(UserWarning, match=r"predict_interval on a method='map' fit: .*zero width"):
+        with pytest.warns(UserWarning, match=r"predict_interval on an inference='map' fit: .*zero width"):
             point = map_fit.predict_interval(bags, label_sets=given)
         for iv, p in zip(point, map_fit.predict_proba(bags, given)):
             np.testing.assert_array_equal(iv[..., 0], iv[..., 1])
@@ -416,7 +417,7 @@ def test_a_posterior_names_bags_by_their_ids(tmp_path):
     bags, sets, labels = _clusters()
     ids = [f"rec-{i:02d}" for i in range(len(bags))]
     data = MIMLData(bags=bags, label_sets=sets, instance_labels=labels, n_classes=3, bag_ids=ids)
-    est = ORLR(method="nuts", num_warmup=20, num_samples=20, num_chains=2, max_num_samples=0, prune=0.1)
+    est = ORLR(inference=NUTS(num_warmup=20, num_samples=20, num_chains=2, max_num_samples=0), prune=0.1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # 20 draws: no more than a test of names
         est.fit(data)

@@ -20,7 +20,7 @@ from scipy import stats
 from sklearn.base import clone
 from sklearn.preprocessing import QuantileTransformer
 
-from orlr_ppl import MIMM, ORLR, SIM, MajorityClass, SoftmaxRegression
+from orlr_ppl import EM, MAP, MIMM, NUTS, ORLR, SIM, MajorityClass, SoftmaxRegression
 from orlr_ppl.cli import main
 from orlr_ppl.data.datasets import load_hja, make_miml_digits
 from orlr_ppl.data.hja import HJA_FILES
@@ -132,7 +132,7 @@ def quiet_fit(est, train):
 
 def small(cls, **kw):
     if cls is ORLR:
-        return ORLR(method="em", max_iter=15, **kw)
+        return ORLR(inference=EM(max_iter=15), **kw)
     if cls is SIM:
         return SIM(lam=1e-6, n_outer=2, n_inner=10, **kw)
     if cls is MIMM:
@@ -145,8 +145,9 @@ def test_orlr_fits_what_it_would_on_features_mapped_by_scikit_learn(digits, meth
     train, test = digits
     reference = sklearn_map(np.concatenate(train.bags))
     mapped = train.__class__([reference.transform(x) for x in train.bags], train.label_sets)
-    ours = quiet_fit(ORLR(method=method, max_iter=15, standardize=QN), train)
-    theirs = quiet_fit(ORLR(method=method, max_iter=15), mapped)
+    settings = EM(max_iter=15) if method == "em" else MAP(max_iter=15)
+    ours = quiet_fit(ORLR(inference=settings, standardize=QN), train)
+    theirs = quiet_fit(ORLR(inference=settings), mapped)
     np.testing.assert_array_equal(np.asarray(ours.coef_), np.asarray(theirs.coef_))
     for p, q in zip(
         ours.predict_proba(test.bags), theirs.predict_proba([reference.transform(x) for x in test.bags])
@@ -265,7 +266,7 @@ def _short_nuts(standardize: object, extreme: float) -> ORLR:
     y = rng.integers(0, 3, size=20)
     bags = [centres[[k, k, k]] + rng.normal(size=(3, 2)) for k in y]
     bags[0][0, 0] = extreme
-    est = ORLR(method="nuts", num_warmup=5, num_samples=20, num_chains=1, standardize=standardize)
+    est = ORLR(inference=NUTS(num_warmup=5, num_samples=20, num_chains=1), standardize=standardize)
     with pytest.warns(ConvergenceWarning) as rec:
         est.fit(bags, [[k] for k in y])
     # 20 draws a chain: the warning's next step is more draws, whatever the note says.

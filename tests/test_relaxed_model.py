@@ -138,7 +138,7 @@ def test_em_and_map_reach_the_same_relaxed_optimum(semi):
     )
     with precision("float64"):
         em = fit_em(data, prior_scale=1.0, intercept_scale=10.0, max_iter=400, tol=1e-12)
-        mp = fit_map(data, prior_scale=1.0, intercept_scale=10.0)
+        mp = fit_map(data, prior_scale=1.0, intercept_scale=10.0, tol=1e-12)
     assert np.all(np.diff(em.history) >= -1e-9 * np.abs(em.history[1:]))
     assert em.log_posterior == pytest.approx(mp.log_posterior, abs=1e-4)
     assert em.leak == pytest.approx(mp.leak, abs=1e-3)
@@ -165,13 +165,13 @@ def test_posterior_of_a_named_novel_class_model_names_its_extra_class():
     """SVI on the relaxed model, from a ``MIMLData`` with class names: ``leak`` in (0, 1) beside a
     novel column, whose ``class`` coordinate is the names and "novel" for ``W``/``beta``, and the
     names alone for the label sets (observed, predictive)."""
-    from orlr_ppl import ORLR, MIMLData
+    from orlr_ppl import ORLR, SVI, MIMLData
 
     bags, sets, _ = _simulate(n_bags=60, seed=6)
     one = [b for b, s in enumerate(sets) if len(s) == 1][:20]  # one label-set bucket: SVI's eager
     names = ["owl", "jay", "wren"]  # init compiles each bucket's operations, op by op
     data = MIMLData([bags[b] for b in one], [sets[b] for b in one], class_names=names, n_classes=NAMED)
-    model = ORLR(method="svi", novel_class=True, leak="learn", svi_steps=50, random_state=0).fit(data)
+    model = ORLR(inference=SVI(num_steps=50), novel_class=True, leak="learn", random_state=0).fit(data)
     idata = model.posterior_
     leak = idata.posterior["leak"].values
     assert np.all((leak > 0) & (leak < 1)) and idata.posterior["W"].shape[-1] == NAMED + 1

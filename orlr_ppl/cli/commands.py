@@ -44,14 +44,25 @@ def prior_scale(value: float | str) -> float | str | None:
     return None if float(value) <= 0 else float(value)
 
 
-def estimator_from_args(args: argparse.Namespace, method: str | None = None):
-    """The ``ORLR`` that ``fit``/``demo``/the comparison's ORLR-NUTS describe with their options."""
-    from ..estimators import ORLR
+def inference_from_args(args: argparse.Namespace, method: str) -> Any:
+    """The settings object of ``method`` ("em", "map", "nuts", "svi") from the fit options."""
+    from ..inference.methods import EM, MAP, NUTS, SVI
 
-    return ORLR(
-        method=method or args.method,
-        prior_scale=prior_scale(args.prior_scale),
-        max_iter=getattr(args, "max_iter", None),
+    max_iter = getattr(args, "max_iter", None)
+    iterations = {} if max_iter is None else {"max_iter": max_iter}
+    flags = ("dense_mass", "whiten", "target_accept")
+    nuts_only = [f"--{k.replace('_', '-')}" for k in flags if getattr(args, k, None)]
+    if nuts_only and method != "nuts":
+        raise ValueError(f"{', '.join(nuts_only)}: NUTS settings, which --method {method} does not take")
+    if getattr(args, "bag_fraction", 1.0) != 1.0 and method != "em":
+        raise ValueError(f"--bag-fraction: stochastic EM takes --method em, not {method}")
+    if method == "em":
+        return EM(**iterations, bag_fraction=getattr(args, "bag_fraction", EM.bag_fraction))
+    if method == "map":
+        return MAP(**iterations)
+    if method == "svi":
+        return SVI(num_draws=args.num_samples, progress_bar=not args.quiet)
+    return NUTS(
         num_warmup=args.num_warmup,
         num_samples=args.num_samples,
         num_chains=args.num_chains,
@@ -60,18 +71,48 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None):
         whiten=getattr(args, "whiten", False),
         target_accept=getattr(args, "target_accept", None),
         progress_bar=not args.quiet,
-        random_state=args.seed,
-        prune=getattr(args, "prune", 0.0),
-        bag_fraction=getattr(args, "bag_fraction", 1.0),
-        novel_class=getattr(args, "novel_class", False),
-        leak=getattr(args, "leak", None),
-        prior=getattr(args, "prior", "normal"),
-        kernel=None if getattr(args, "kernel", "none") == "none" else args.kernel,
-        gamma=getattr(args, "gamma", "auto"),
-        dictionary_size=getattr(args, "dictionary_size", None),
-        nystroem=getattr(args, "nystroem", False),
-        cv_scoring=getattr(args, "cv_scoring", "log_likelihood"),
-        standardize=standardize_value(args),
+    )
+
+
+def estimator_from_args(args: argparse.Namespace, method: str | None = None) -> Any:
+    """The ``ORLR`` that ``fit``/``demo``/the comparison's ORLR-NUTS describe with their options.
+
+    ``--prior-scale auto`` or ``--gamma auto`` make it an ``ORLRCV``, which
+    chooses them by bag-level cross-validation (``--cv-scoring``).
+    """
+    from ..data.kernel import RBF
+    from ..estimators import ORLR, ORLRCV, model_selection
+
+    scale, gamma = prior_scale(args.prior_scale), getattr(args, "gamma", None)
+    kernel = None
+    if getattr(args, "kernel", "none") != "none":
+        kernel = RBF(
+            gamma=None if gamma in (None, "auto") else float(gamma),
+            dictionary_size=getattr(args, "dictionary_size", None),
+            nystroem=getattr(args, "nystroem", False),
+        )
+    common = {
+        "inference": inference_from_args(args, method or args.method),
+        "random_state": args.seed,
+        "prune": getattr(args, "prune", 0.0),
+        "novel_class": getattr(args, "novel_class", False),
+        "leak": getattr(args, "leak", None),
+        "prior": getattr(args, "prior", "normal"),
+        "kernel": kernel,
+        "standardize": standardize_value(args),
+    }
+    if scale != "auto" and not (kernel is not None and gamma == "auto"):
+        scoring = getattr(args, "cv_scoring", "log_likelihood")
+        if scoring != "log_likelihood":
+            raise ValueError(
+                f"--cv-scoring {scoring}: it decides --prior-scale auto or --gamma auto, and neither is auto"
+            )
+        return ORLR(prior_scale=scale, **common)
+    return ORLRCV(
+        prior_scales=model_selection.PRIOR_SCALES if scale == "auto" else [scale],
+        scoring=getattr(args, "cv_scoring", "log_likelihood"),
+        progress_bar=not args.quiet,
+        **common,
     )
 
 
@@ -306,7 +347,7 @@ def _model_to_fit(args: argparse.Namespace) -> tuple[Any, str]:
     if given:
         shown = ", ".join("--" + k.replace("_", "-") for k in given)
         raise ValueError(f"{shown}: ORLR options, which --method mimm does not take; leave them out")
-    max_iter = 200 if args.max_iter is None else args.max_iter
+    max_iter = MIMM().max_iter if args.max_iter is None else args.max_iter
     model = MIMM(
         covariance=args.covariance,
         max_iter=max_iter,

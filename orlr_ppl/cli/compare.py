@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from .commands import estimator_from_args, fittable
 from .sources import load_dataset
@@ -39,49 +38,32 @@ def chosen_methods(text: str) -> list[str]:
     return chosen
 
 
-def _canonical(model: Any) -> Any:
-    return model.set_params(canonical_shapes=True)
-
-
 def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
     """Display name -> a factory of a fresh, unfitted model, for each chosen method."""
-    from ..estimators import MIMM, ORLR, SIM, MajorityClass, SoftmaxRegression
+    from ..estimators import MIMM, ORLR, ORLRCV, SIM, MajorityClass, SoftmaxRegression
+    from ..inference.methods import EM
 
     chosen = chosen_methods(args.methods)
     scoring = getattr(args, "cv_scoring", "log_likelihood")  # the kernel fits' CV score
     factories = {
-        # As published: 50 EM iterations, plain maximum likelihood. Both ORLR fits pack every fold into
-        # one layout (``cross_validate`` gives it to canonical models): each compiles once for ten folds.
+        # As published: 50 EM iterations, plain maximum likelihood. ``cross_validate`` gives every ORLR
+        # one packing layout that all training folds fit: each compiles once for ten folds.
         "orlr-em": (
             "ORLR-EM",
-            lambda: _canonical(
-                ORLR(
-                    method="em", prior_scale=None, intercept_scale=None, max_iter=50, m_steps=args.em_m_steps
-                )
+            lambda: ORLR(
+                inference=EM(max_iter=50, m_steps=args.em_m_steps), prior_scale=None, intercept_scale=None
             ),
         ),
-        "orlr-nuts": ("ORLR-NUTS", lambda: _canonical(estimator_from_args(args, "nuts"))),
+        "orlr-nuts": ("ORLR-NUTS", lambda: estimator_from_args(args, "nuts")),
         # Issue 12: a novel (background) class and a learnt leak, EM with ORLR's default prior. Its
         # instance accuracy counts a labelled instance predicted novel as wrong.
-        "orlr-novel": ("ORLR-novel", lambda: _canonical(ORLR(method="em", novel_class=True, leak="learn"))),
+        "orlr-novel": ("ORLR-novel", lambda: ORLR(novel_class=True, leak="learn")),
         # Issue 13: kernel ORLR, gamma and the prior's scale chosen inside each fit by bag-level CV
         # (no instance labels), EM; with the Normal prior, or the l2,1 (group Laplace) one.
-        "korlr": (
-            "K-ORLR",
-            lambda: ORLR(
-                kernel="rbf", gamma="auto", prior_scale="auto", random_state=args.seed, cv_scoring=scoring
-            ),
-        ),
+        "korlr": ("K-ORLR", lambda: ORLRCV(kernel="rbf", random_state=args.seed, scoring=scoring)),
         "korlr-l21": (
             "K-ORLR-l21",
-            lambda: ORLR(
-                kernel="rbf",
-                prior="l21",
-                gamma="auto",
-                prior_scale="auto",
-                random_state=args.seed,
-                cv_scoring=scoring,
-            ),
+            lambda: ORLRCV(kernel="rbf", prior="l21", random_state=args.seed, scoring=scoring),
         ),
         # Issue 13: the generative counterpart, a Gaussian per class (full covariance), EM.
         "mimm": ("MIMM", lambda: MIMM(covariance="full", random_state=args.seed)),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 from .._version import __version__
+from ..inference.methods import EM, MAP, NUTS
 from . import commands
 from .compare import COMPARED, DEFAULT_METHODS, compare
 
@@ -90,12 +92,12 @@ def _add_data_args(p: argparse.ArgumentParser, n_bags: int, split: str) -> None:
 
 def _add_fit_args(
     p: argparse.ArgumentParser,
-    num_warmup: int = 300,
-    num_samples: int = 1000,
-    num_chains: int = 4,
-    max_num_samples: int | None = None,
+    num_warmup: int = NUTS.num_warmup,
+    num_samples: int = NUTS.num_samples,
+    num_chains: int = NUTS.num_chains,
+    max_num_samples: int | None = NUTS.max_num_samples,
 ) -> None:
-    """Fit options; the NUTS defaults are ``ORLR``'s (4 chains of 300 warmup + 1,000 draws, up to 2,000)."""
+    """Fit options; the NUTS defaults are ``NUTS()``'s."""
     p.add_argument(
         "--prior-scale",
         type=scale_value,
@@ -104,7 +106,10 @@ def _add_fit_args(
         "(<= 0: no prior; auto: chosen by bag-level CV)",
     )
     p.add_argument(
-        "--max-iter", type=int, default=None, help="EM / L-BFGS iterations (None: 200 for EM, 500 for MAP)"
+        "--max-iter",
+        type=int,
+        default=None,
+        help=f"EM / L-BFGS iterations (None: {EM.max_iter} for EM, {MAP.max_iter} for MAP)",
     )
     p.add_argument("--num-warmup", type=int, default=num_warmup, help="NUTS warmup iterations per chain")
     p.add_argument("--num-samples", type=int, default=num_samples, help="NUTS draws per chain")
@@ -341,7 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .. import set_host_device_count
     from ..compilation_cache import enable_compilation_cache
+
+    with warnings.catch_warnings():  # called in a process where JAX has started (tests), it cannot act
+        warnings.simplefilter("ignore", RuntimeWarning)
+        set_host_device_count()  # before JAX starts: NUTS chains in parallel over the CPU cores
 
     try:
         enable_compilation_cache()  # a second run loads the compiled programs instead of compiling them

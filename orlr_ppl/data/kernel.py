@@ -22,6 +22,7 @@ there selects directions and saves no kernel evaluations.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 import numpy as np
@@ -31,6 +32,55 @@ EIGEN_FLOOR = 1e-8
 """Nystroem: eigenvalues of ``K_DD`` below this fraction of the largest are dropped (rank deficiency)."""
 _BLOCK = 4096
 """Rows of ``x`` per block of kernel evaluations, to bound memory at ``4096 * m`` floats."""
+
+
+@dataclass(frozen=True, repr=False)
+class RBF:
+    """Kernel ORLR's feature map: RBF similarities to a dictionary of training instances.
+
+    ``ORLR(kernel=RBF(...))``; ``kernel="rbf"`` is ``RBF()``.
+
+    Args:
+        gamma: the width, ``k(x, z) = exp(-gamma ||x - z||^2)``, on standardised
+            features; None: the median heuristic (``median_gamma``). ``ORLRCV``
+            chooses it by bag-level cross-validation instead.
+        dictionary_size: keep this many training instances, drawn at random
+            (the paper's dictionary shrinking); None: all of them.
+        nystroem: Nystroem features ``k(x, D) K_DD^(-1/2)`` instead of the
+            plain kernel columns: a Normal prior on the weights is then a
+            Gaussian-process prior with this kernel, for large data.
+    """
+
+    gamma: float | None = None
+    dictionary_size: int | None = None
+    nystroem: bool = False
+
+    def __repr__(self) -> str:
+        changed = [
+            f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if getattr(self, f.name) != f.default
+        ]
+        return f"RBF({', '.join(changed)})"
+
+    def __post_init__(self) -> None:
+        if self.gamma is not None and not (np.isscalar(self.gamma) and float(self.gamma) > 0):
+            raise ValueError(
+                f"RBF(gamma={self.gamma!r}): give a positive width, or None (the median heuristic); "
+                "ORLRCV chooses it by cross-validation"
+            )
+        size = self.dictionary_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(
+                f"RBF(dictionary_size={size!r}): give a positive integer, or None (every instance)"
+            )
+
+
+def as_rbf(kernel: str | RBF | None) -> RBF | None:
+    """``kernel`` as its settings: None (linear features), ``RBF()`` for ``"rbf"``, or the object itself."""
+    if kernel is None or isinstance(kernel, RBF):
+        return kernel
+    if kernel in KERNELS:
+        return RBF()
+    raise ValueError(f"kernel={kernel!r}: give None (linear features), 'rbf', or RBF(gamma=..., ...)")
 
 
 class KernelMap(NamedTuple):

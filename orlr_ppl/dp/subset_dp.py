@@ -46,12 +46,64 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .log_space import _log_backward_step, _log_forward_step, _log_joint, _log_plus
-from .loops import _history_loop, _scan_groups
 from .merging import merge, merge_plan, split
 from .variants import end_states, log_leak_start, slot_totals
 
 Array = jax.Array
+
+
+# -- the passes in log space, the fallback near underflow --
+#
+# They run only for bags whose probability-space pass came near underflow, so
+# they are written for a small program rather than for speed: every slot at
+# once through (K, 2**K) index tables, not one unrolled bit view per slot.
+# Unrolled, they doubled the DP's compile time. Shapes as in the passes below:
+# states (2**K, B), log slot probabilities (K, B) a step, log padding (B,).
+
+
+def _log_plus(a: Array, b: Array) -> Array:
+    # Plain logaddexp: these passes are never differentiated (the VJP is
+    # written by hand), so jnp.logaddexp's gradient guards only cost compile time.
+    top = jnp.maximum(a, b)
+    safe = jnp.where(jnp.isneginf(top), 0.0, top)
+    return safe + jnp.log(jnp.exp(a - safe) + jnp.exp(b - safe))
+
+
+def _slot_tables(n_slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(K, 2**K) constants: whether slot ``j`` is in S, ``S ^ {j}`` and ``S | {j}``."""
+    subsets, bits = np.arange(1 << n_slots)[None, :], (1 << np.arange(n_slots))[:, None]
+    return (subsets & bits) > 0, subsets ^ bits, subsets | bits
+
+
+def _lse(x: Array, axis: int) -> Array:
+    """``log sum exp`` over ``axis`` with XLA's reduce ops, compact to compile."""
+    top = jnp.max(x, axis=axis, keepdims=True)
+    safe = jnp.where(jnp.isneginf(top), 0.0, top)
+    return jnp.squeeze(safe, axis) + jnp.log(jnp.sum(jnp.exp(x - safe), axis=axis))
+
+
+def _log_forward_step(alpha: Array, q_i: Array, pad_i: Array) -> Array:
+    """``_forward_step`` in log space: (2**K, B) states, (K, B) log slot probabilities, (B,) log padding."""
+    has, flip, _ = _slot_tables(q_i.shape[0])
+    lq = jnp.where(has[..., None], q_i[:, None, :], -jnp.inf)  # (K, 2**K, B)
+    stay = _log_plus(_lse(lq, axis=0), pad_i)
+    return _log_plus(alpha + stay, _lse(lq + alpha[flip], axis=0))
+
+
+def _log_backward_step(beta: Array, q_i: Array, pad_i: Array) -> Array:
+    """``_backward_step`` in log space."""
+    _, _, union = _slot_tables(q_i.shape[0])
+    return _log_plus(pad_i + beta, _lse(q_i[:, None, :] + beta[union], axis=0))
+
+
+def _log_joint(log_q: Array, alpha: Array, beta: Array) -> Array:
+    """Log of ``q_ij sum_S alpha_{i-1}(S) beta_i(S | {j})``, (N, K, B), one slot at a time."""
+    _, _, union = _slot_tables(log_q.shape[1])
+
+    def _slot(j: Array) -> Array:
+        return _lse(alpha[:-1] + jnp.take(beta[1:], jnp.asarray(union)[j], axis=1), axis=1)  # (N, B)
+
+    return log_q + jnp.moveaxis(lax.map(_slot, jnp.arange(log_q.shape[1])), 0, 1)
 
 
 class DPResult(NamedTuple):
@@ -423,3 +475,57 @@ def buckets_dp_unchecked(
     if not flags:
         return results, jnp.asarray(True)
     return results, jnp.all(jnp.concatenate(list(flags.values())))
+
+
+# -- how the passes loop: over instances (one lax.scan), and buckets grouped into scans --
+
+
+def _history_loop(
+    step: Callable[[Array, Array, Array], Array],
+    first: Sequence[Array],
+    qs: Sequence[Array],
+    pads: Sequence[Array],
+    reverse: bool,
+) -> list[Array]:
+    """Run ``step`` over the instances, writing every state into (N + 1, ...) buffers.
+
+    The state is read back from its buffer rather than carried beside it, so
+    each step is one in-place fused kernel per bucket (a scan that carries the
+    state and also emits it copies it every step).
+    """
+    n = qs[0].shape[0]
+    start = n if reverse else 0
+    bufs = [jnp.zeros((n + 1,) + f.shape, f.dtype).at[start].set(f) for f in first]
+
+    def _body(bufs: list[Array], k: Array) -> tuple[list[Array], None]:
+        src = n - k if reverse else k
+        dst = src - 1 if reverse else src + 1
+        i = src - 1 if reverse else src  # the instance consumed
+        out = []
+        for buf, q, pad in zip(bufs, qs, pads):
+            state = lax.dynamic_index_in_dim(buf, src, keepdims=False)
+            q_i = lax.dynamic_index_in_dim(q, i, keepdims=False)
+            pad_i = lax.dynamic_index_in_dim(pad, i, keepdims=False)
+            out.append(lax.dynamic_update_index_in_dim(buf, step(state, q_i, pad_i), dst, 0))
+        return out, None
+
+    return lax.scan(_body, bufs, jnp.arange(n))[0]
+
+
+def _scan_groups(lengths: Sequence[int]) -> list[list[int]]:
+    """Indices of buckets (length > 0) grouped to share a scan.
+
+    A bucket joins the group of the next longer one when it has at least half
+    its length, so that shared scans at most double a bucket's steps while
+    paying each loop's overhead once.
+    """
+    order = sorted((n, k) for k, n in enumerate(lengths) if n > 0)[::-1]
+    groups: list[list[int]] = []
+    top = 0
+    for n, k in order:
+        if groups and 2 * n >= top:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+            top = n
+    return groups

@@ -33,7 +33,6 @@ from sklearn.utils.validation import check_is_fitted
 from .._version import __version__
 from ..data import UNLABELLED
 from ..data.container import MIMLData
-from ..dp.packing import Layout
 from ..dp.ragged import instance_posteriors
 from ..dp.validation import check_features, check_label_sets
 from ..evaluation.metrics import instance_accuracy
@@ -347,8 +346,8 @@ class _BagClassifier(BaseEstimator):
             "package": "orlr-ppl",
             "version": __version__,
             "estimator": type(self).__name__,
-            # A packing layout (``canonical_shapes``) shapes a fit only, not its predictions.
-            "params": {k: True if isinstance(v, Layout) else v for k, v in self.get_params().items()},
+            "format": persistence.FORMAT,
+            "params": self._params_json(),
             "n_classes": int(self.n_classes_),
             "n_features": int(self.n_features_in_),
             "training_data": getattr(self, "training_shape_", None),
@@ -358,6 +357,16 @@ class _BagClassifier(BaseEstimator):
         }
         persistence.write_metadata(folder / "metadata.json", meta)
         return folder
+
+    def _params_json(self) -> dict[str, Any]:
+        """The constructor arguments as JSON values, for ``metadata.json``."""
+        return dict(self.get_params())
+
+    @classmethod
+    def _params_from_json(cls, meta: dict[str, Any], meta_file: Path) -> dict[str, Any]:
+        """The constructor arguments saved in ``metadata.json`` (the inverse of ``_params_json``)."""
+        persistence.check_format(meta, meta_file)
+        return persistence.saved_params(meta, cls._get_param_names(), meta_file)
 
     def _save_extra(self, folder: Path) -> None:
         """Write files beyond ``params.npz`` (ORLR: ``posterior.nc``), before ``metadata.json``."""
@@ -379,7 +388,7 @@ class _BagClassifier(BaseEstimator):
         folder = Path(path)
         meta, meta_file, param_file = persistence.read_metadata(folder, _REGISTRY)
         target = _saved_class(cls, meta["estimator"], meta_file)
-        model = target(**persistence.saved_params(meta, target._get_param_names(), meta_file))
+        model = target(**target._params_from_json(meta, meta_file))
         model.n_classes_, model.n_features_in_ = meta["n_classes"], meta["n_features"]
         optional = [k for k in (*SCALING_ARRAYS, *model._optional_arrays) if k in model._saved_arrays]
         required = [k for k in model._saved_arrays if k not in optional]

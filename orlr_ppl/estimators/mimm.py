@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -22,10 +22,12 @@ from sklearn.utils.validation import check_is_fitted
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..inference.mimm_em import fit_mimm
 from ..inference.mimm_steps import COVARIANCES, make_prior
-from ..inference.point_diagnostics import PointDiagnostics, optimizer_diagnostics
 from ..model.model_data import make_model_data
 from .base import SCALING_ARRAYS, Bags, _BagClassifier
 from .persistence import FIX
+
+if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a report is asked for
+    from ..inference.diagnostics import PointDiagnostics
 
 
 def mixture_logits(x: np.ndarray, weights: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
@@ -199,6 +201,8 @@ class MIMM(_BagClassifier):
         if history is not None and len(history) > 1:
             change = float(abs(history[-1] - history[-2]) / max(abs(history[-2]), 1.0))
         n_iter, max_iter = self.n_iter_, int(self.max_iter)
+        from ..inference.diagnostics import optimizer_diagnostics
+
         report = optimizer_diagnostics("em", self.converged_, n_iter, max_iter, self.tol, change)
         if report.problems and n_iter < max_iter:  # EM has no line search: it stopped at a non-finite step
             report = report._replace(

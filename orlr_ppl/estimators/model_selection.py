@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -30,15 +31,16 @@ from ..dp.ragged import bag_log_likelihood
 from ..evaluation.metrics import average_precision, ranking_loss
 
 PRIOR_SCALES = (0.1, 0.3, 1.0, 3.0, 10.0)
-"""``prior_scale="auto"``: the candidates, strongest prior first."""
+"""The candidate prior scales of ``ORLRCV`` and ``SoftmaxRegression(prior_scale="auto")``, strongest first."""
 GAMMA_FACTORS = (0.25, 1.0, 4.0, 16.0)
-"""``gamma="auto"``: the candidates, as multiples of the median heuristic (``data.kernel.median_gamma``)."""
+"""The candidate kernel widths, as multiples of the median heuristic (``data.kernel.median_gamma``)."""
 CV_SCORINGS = {
     "log_likelihood": ("mean_log_likelihood", 1.0),
     "ranking_loss": ("ranking_loss", -1.0),
     "average_precision": ("average_precision", 1.0),
 }
-"""``cv_scoring`` name: (its column of ``cv_results_``, +1 when higher is better, -1 when lower)."""
+"""A scoring name (``ORLRCV(scoring=...)``): its column of ``cv_results_``, and +1 when higher is
+better, -1 when lower."""
 
 
 class Selection(NamedTuple):
@@ -59,7 +61,7 @@ class Selection(NamedTuple):
 def bag_folds(n_bags: int, n_folds: int, seed: int) -> list[np.ndarray]:
     """``n_folds`` disjoint sorted arrays of bag indices, a seeded shuffle split as evenly as possible."""
     if not 2 <= int(n_folds) <= n_bags:
-        raise ValueError(f"cv_folds={n_folds}: need 2 <= cv_folds <= the {n_bags} training bags")
+        raise ValueError(f"cv={n_folds}: need 2 <= cv <= the {n_bags} training bags")
     order = np.random.default_rng(seed).permutation(n_bags)
     return [np.sort(part) for part in np.array_split(order, int(n_folds))]
 
@@ -67,7 +69,7 @@ def bag_folds(n_bags: int, n_folds: int, seed: int) -> list[np.ndarray]:
 def check_cv_scoring(name: str) -> None:
     """Raise a ValueError naming the choices unless ``name`` is a key of ``CV_SCORINGS``."""
     if name not in CV_SCORINGS:
-        raise ValueError(f"cv_scoring={name!r}: choose one of {tuple(CV_SCORINGS)}")
+        raise ValueError(f"scoring={name!r}: choose one of {tuple(CV_SCORINGS)}")
 
 
 def held_out_scores(model: Any, feats: list[np.ndarray], sets: list[Any], n_classes: int) -> dict[str, float]:
@@ -103,40 +105,43 @@ def select_by_bag_cv(
     n_folds: int,
     seed: int = 0,
     scoring: str = "log_likelihood",
+    progress_bar: bool = False,
 ) -> Selection:
-    """The grid's best parameters for ``estimator`` by ``n_folds``-fold bag-level CV.
+    """The grid's best ``prior_scale`` (and kernel ``gamma``) for ``estimator`` by bag-level CV.
 
     Args:
         estimator: an unfitted ORLR whose other parameters every candidate
-            keeps; each is fitted as a point estimate (its EM, or MAP for a
-            posterior method), on the standardised ``feats`` as they are.
+            keeps; each is fitted as a point estimate (its EM or MAP, or MAP
+            for a posterior method), on the standardised ``feats`` as they are.
         feats: B standardised (n_b, d) bags. label_sets: B class-index lists.
-        grid: candidate parameter dicts (``set_params`` names).
+        grid: candidates, each ``{"prior_scale": ...}`` and, for a kernel, ``"gamma"``.
         scoring: the deciding held-out score, a key of ``CV_SCORINGS``.
+        progress_bar: a bar over the ``n_folds * len(grid)`` fits.
     """
+    from ..inference.methods import EM, MAP
+
     check_cv_scoring(scoring)
-    method = estimator.method if estimator.method in ("em", "map") else "map"
+    method = estimator._method()
     fixed = {
-        "method": method,
+        "inference": method if isinstance(method, EM | MAP) else MAP(),
         "standardize": False,  # the features are the outer fit's, standardised once
         "n_classes": n_classes,
-        "canonical_shapes": True,  # the folds' fits share compiled programs
-        "progress_bar": False,
     }
     if estimator.prior == "group_horseshoe":  # no MAP: candidates are scored under the Normal of the slab
         fixed["prior"] = "normal"
 
     bar = None
-    if getattr(
-        estimator, "progress_bar", False
-    ):  # a grid of fits on every fold: often minutes (kernel widths)
+    if progress_bar:  # a grid of fits on every fold: often minutes (kernel widths)
         from tqdm.auto import tqdm
 
         varied = [k for k in grid[0] if len({repr(p[k]) for p in grid}) > 1]
         bar = tqdm(total=n_folds * len(grid), desc=f"choosing {', '.join(varied)} by {n_folds}-fold CV")
 
     def score(params: dict[str, Any], train: np.ndarray, test: np.ndarray) -> dict[str, float]:
-        model = clone(estimator).set_params(**fixed, **params)
+        model = clone(estimator).set_params(**fixed, prior_scale=params["prior_scale"])
+        if "gamma" in params:
+            model.set_params(kernel=replace(model._rbf(), gamma=params["gamma"]))
+        model._force_canonical = True  # the folds' fits share compiled programs
         model._fit_silently([feats[i] for i in train], [label_sets[i] for i in train])
         scores = held_out_scores(model, [feats[i] for i in test], [label_sets[i] for i in test], n_classes)
         if bar is not None:

@@ -1,280 +1,217 @@
 """The ORed-logistic regression (ORLR) estimator: instance annotation from bag label sets.
 
-Fitting runs through ``orlr_fit`` (EM, MAP, NUTS, SVI); predictions through the
-shared ``_BagClassifier`` interface, refined here to average over posterior
-draws when the fit has them.
+``ORLR`` holds the model (its prior, novel class and leak, class count,
+label-set limit and feature map) and takes the inference method's settings as
+one object (``inference.methods``: ``EM``, ``MAP``, ``NUTS``, ``SVI``), as
+NumPyro keeps a kernel's settings apart from its driver. ``ORLRCV`` chooses the
+prior's scale (and a kernel's width) by bag-level cross-validation, as
+scikit-learn's ``LogisticRegressionCV`` does.
+
+Fitting runs the inference layer's EM, MAP, NUTS or SVI; predictions come from
+the shared ``_BagClassifier`` interface, refined here to average over the
+posterior draws when the fit has them (a point estimate is one draw).
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict
+from dataclasses import fields as dataclass_fields
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from scipy.special import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from ..dp.packing import Layout
+from ..data.collinearity import CollinearityWarning, describe_dependencies, linear_dependencies
+from ..data.kernel import RBF, as_rbf, median_gamma
+from ..dp.packing import Layout, PackedBags, canonical_size, dp_work
+from ..dp.ragged import draw_posteriors_on_host, pack_canonical
 from ..dp.validation import DEFAULT_MAX_LABELS
+from ..evaluation.metrics import CREDIBLE_MASS, check_credible_mass, equal_tailed_interval
+from ..inference import methods
+from ..inference.methods import EM, MAP, NUTS, SVI, Inference
 from ..model.numpyro_model import ModelData, make_model_data
-from .base import Bags, _BagClassifier
-from .feature_map import to_feature_units
-from .orlr_fit import (
-    DEFAULT_MAX_ITER,
-    METHODS,
-    SamplerSettings,
-    fit_point,
-    fit_posterior,
-    layout_of,
-    pruned,
-    thin_draws,
+from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
+from . import (  # its grids read at fit time, so one assignment changes both estimators'
+    model_selection,
+    persistence,
 )
-from .orlr_persistence import _ORLRPersistence
-from .orlr_predict import _ORLRPredictions
-from .posterior_predictive import _PosteriorPredictive
-from .relaxed import NOVEL_CLASS_NAME, check_leak
-from .row_features import _RowFeatures
+from .base import Bags, _BagClassifier
+from .feature_map import heavy_tail_note, heavy_tailed_features, to_feature_units
+from .inputs import split_by_bag
+from .kernel_features import _KernelFeatures
+from .model_selection import select_by_bag_cv
+from .relaxed import NOVEL_CLASS_NAME, check_leak, relaxed_draw_posteriors
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
     import arviz as az
 
     from ..inference.diagnostics import Diagnostics, PointDiagnostics
 
+INCLUSION_EFFECT = 0.5
+"""A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
+moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, odds x 1.65)."""
+MAP_START_TOL = 1e-9
+"""The relative tolerance of the MAP that NUTS chains start from: tighter than ``MAP()``'s, as the
+chains' jitter is measured from it."""
 
-class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictive, _BagClassifier):
+RENAMED = {
+    "method": "inference='em' | 'map' | 'nuts' | 'svi', or inference=EM(...), MAP(...), NUTS(...), SVI(...)",
+    "max_iter": "inference=EM(max_iter=...) or MAP(max_iter=...)",
+    "tol": "inference=EM(tol=...) or MAP(tol=...)",
+    "m_steps": "inference=EM(m_steps=...)",
+    "bag_fraction": "inference=EM(bag_fraction=...)",
+    "num_warmup": "inference=NUTS(num_warmup=...)",
+    "num_samples": "inference=NUTS(num_samples=...) (SVI: SVI(num_draws=...))",
+    "num_chains": "inference=NUTS(num_chains=...)",
+    "max_num_samples": "inference=NUTS(max_num_samples=...)",
+    "dense_mass": "inference=NUTS(dense_mass=...)",
+    "whiten": "inference=NUTS(whiten=...)",
+    "target_accept": "inference=NUTS(target_accept=...)",
+    "init": "inference=NUTS(init=...)",
+    "guide": "inference=SVI(guide=...)",
+    "svi_steps": "inference=SVI(num_steps=...)",
+    "learning_rate": "inference=SVI(learning_rate=...)",
+    "subsample_size": "inference=SVI(subsample_size=...)",
+    "progress_bar": "inference=NUTS(progress_bar=...) or SVI(progress_bar=...); ORLRCV(progress_bar=...)",
+    "gamma": "kernel=RBF(gamma=...); ORLRCV(gammas=...) chooses it by cross-validation",
+    "dictionary_size": "kernel=RBF(dictionary_size=...)",
+    "nystroem": "kernel=RBF(nystroem=True)",
+    "cv_folds": "ORLRCV(cv=...)",
+    "cv_scoring": "ORLRCV(scoring=...)",
+    "canonical_shapes": "nothing: it is internal (cross_validate shares one packing layout across its folds)",
+}
+"""Constructor arguments of orlr-ppl 0.1's ``ORLR``, and their spelling now."""
+
+
+def check_renamed(removed: Mapping[str, Any], owner: str = "ORLR") -> None:
+    """A TypeError naming each old argument's new spelling (``RENAMED``); any other unknown name too."""
+    if not removed:
+        return
+    lines = [f"{k}= is now {RENAMED[k]}" if k in RENAMED else f"{k}= is no argument" for k in removed]
+    raise TypeError(f"{owner}() got argument(s) it no longer takes: {'; '.join(lines)}")
+
+
+class ORLR(_KernelFeatures, _BagClassifier):
     """The ORed-logistic instance annotator, fitted from bag label sets.
 
+    Each instance ``x`` (d,) of a bag has a hidden class
+    ``y ~ Categorical(softmax(x @ W + beta))``; a bag's label set is the union
+    of its instances' classes. The likelihood of a label set, and each
+    instance's posterior given it, are exact (the subset DP, ``dp``).
+
     Args:
-        method: "em" (the published generalised EM) or "map" (L-BFGS on the
-            log posterior): point estimates sharing one objective, so they
-            agree at convergence; "nuts" or "svi": the full posterior
-            (``posterior_``), and predictions averaged over its draws.
-        prior: the prior family of the weights' rows: "normal" (an l2
-            penalty) or "l21" (a group Laplace per row: an l2,1 penalty,
-            fitted by proximal gradient, which zeroes whole rows: features,
-            or a kernel model's dictionary elements; ``row_inclusion``).
+        inference: how to fit: ``"em"`` (the published generalised EM) or
+            ``"map"`` (L-BFGS), point estimates of one objective that agree at
+            convergence; ``"nuts"`` or ``"svi"``, the full posterior
+            (``posterior_``), and predictions averaged over its draws. A name
+            takes the method's default settings; pass ``EM(...)``, ``MAP(...)``,
+            ``NUTS(...)`` or ``SVI(...)`` (``orlr_ppl.EM`` etc.) to change them.
+        prior: the prior of each row of ``W`` (one feature's weights):
+            ``"normal"`` (an l2 penalty); ``"l21"`` (a group Laplace, an l2,1
+            penalty whose point estimates zero whole rows: feature selection,
+            or a kernel model's dictionary pruning; ``row_inclusion``); or
+            ``"group_horseshoe"`` (NUTS/SVI only: it has no mode).
         prior_scale: the prior's scale: the Normal's sd (l2 strength
-            ``1 / (2 prior_scale**2)``) or the group Laplace's (l2,1
-            strength ``1 / prior_scale``); "auto": chosen by bag-level
-            cross-validation inside ``fit`` (``cv_results_``); None is plain
-            maximum likelihood. ``prior_scale_`` is the scale used.
-        intercept_scale: sd of the prior on the intercepts; None is flat.
-        fit_intercept: learn per-class intercepts.
-        n_classes: number of classes; default: largest label + 1.
-        max_labels: largest label set accepted (the DP holds 2**K states).
-        max_iter: EM iterations or L-BFGS iterations; None: 200 for EM (which
-            stops at ``tol`` first on most data; the paper's budget was 50, as
-            ``orlr-ppl evaluate`` sets), 500 for MAP (L-BFGS needs more, cheaper steps).
-        m_steps: EM only: gradient-ascent steps (Armijo line search) per
-            M-step. 1 is the classic generalised EM; more steps move each
-            M-step closer to its maximum, and, without a prior, the fit
-            closer to the (often infinite) maximum-likelihood weights.
-        tol: relative tolerance on the log posterior.
-        num_warmup, num_samples, num_chains: NUTS settings (per chain). Chains run in
-            parallel when JAX has a device per chain (see ``orlr_ppl.inference.nuts``).
-        max_num_samples: NUTS chains that fail the R-hat or ESS check after
-            ``num_samples`` draws go on, a quarter of ``num_samples`` at a time,
-            up to this many draws per chain; None: twice ``num_samples``; at
-            most ``num_samples``: never.
-        dense_mass: NUTS adapts a dense mass matrix (every parameter's
-            covariance) in warmup rather than a diagonal one: for posteriors
-            whose parameters are strongly correlated. It needs a longer warmup
-            (``num_warmup`` of several hundred) to estimate the covariance. It
-            is no remedy for separate modes (a class seen in one or two
-            training bags, whose label any of their instances may carry): a
-            metric fitted to one mode hops between modes less (BENCHMARKS.md).
-        whiten: NUTS samples the weights and intercepts in coordinates whitened
-            by the Laplace approximation at its start (the potential's Hessian
-            there, so ``init="map"`` makes it the MAP's), adapting a diagonal
-            metric on top; the group horseshoe's scales are sampled as before.
-            For posteriors close to Gaussian with correlated weights: on an
-            HJA-union fold under a Normal prior it took 63 leapfrog steps a
-            draw instead of 511, for 1.7 times the least bulk ESS per step
-            and 5 times the median; but in 1,000 draws a chain its worst
-            weights (a weakly identified species, whose posterior the MAP's
-            curvature misdescribes) reached a bulk ESS of 29 against 142, with
-            5 divergences (BENCHMARKS.md, "Laplace-whitened NUTS").
-            Costs a Hessian (one gradient per parameter) and an
-            eigendecomposition at the start.
-        target_accept: NUTS's target acceptance probability in warmup's step-size
-            adaptation, in (0, 1); None: 0.98 under ``prior="group_horseshoe"``
-            (whose narrow neck near zero diverges at larger steps), 0.8 otherwise.
-            Higher means smaller steps and longer trajectories: fewer divergences
-            at a higher cost per draw.
-        init: where NUTS chains start: "map" (the MAP under the same prior, by
-            L-BFGS, jittered per chain) or "zeros" (zero weights, jittered).
-        guide ("normal" | "lowrank"), svi_steps, learning_rate,
-            subsample_size (bags per minibatch): SVI settings.
-        max_predict_draws: posterior draws used (evenly thinned) to average
-            predictions.
-        progress_bar: show a progress bar while NUTS samples (it reads "compiling"
-            until the first iteration, then "warmup" and "sampling"), SVI
-            optimises, or an "auto" setting is chosen by cross-validation: those
-            take minutes. A single EM or MAP fit takes seconds and shows none.
-        random_state: seed of NUTS and SVI.
-        standardize: centre and scale each feature by its training mean and sd
-            (a constant feature: scale 1) before fitting and before every
-            prediction, so the prior means the same for every feature whatever
-            its units. "quantile-normal": through its training quantiles to a
-            Normal first (``feature_map``), for spiked or heavy-tailed features.
-        prune: fraction of the training bags to leave out, those with the
-            most DP work ``n_b * |Y_b| * 2**|Y_b|`` first (the paper's
-            pruning, 6.6.2); their input indices are ``pruned_bags_``. Their
-            features still count for the standardisation.
-        bag_fraction: EM only: below 1, stochastic EM (the paper's 6.6.1):
-            each iteration's E- and M-step use this fraction of the bags,
-            drawn afresh (seeded by ``random_state``) in every label-set
-            bucket and weighted to an unbiased estimate. It runs ``max_iter``
-            iterations with no stopping test, so ``converged_`` is False
-            (and no warning is issued), ``history_`` holds the per-iteration
-            estimates, and ``log_posterior_`` is exact, on all bags.
-        canonical_shapes: pad the label-set buckets to canonical sizes (at
-            most 1.5x each; ``make_model_data``), in a layout an earlier fit
-            in this process used wherever the bags fit it
-            (``dp.packing.canonical_layout``), so that fits on other folds
-            or datasets of similar shape reuse the compiled programs. None:
-            for EM and MAP, whose cost is mostly compiling, not for NUTS and
-            SVI, which evaluate the gradient thousands of times (padding cost
-            them 11-46 % more DP cells on Letter Frost and HJA folds); True
-            suits many short sampler fits, as in a cross-validation. A
-            ``dp.packing.Layout`` (``shared_layout``) packs into exactly its
-            buckets: ``cross_validate`` gives one covering every training
-            fold to a model with ``canonical_shapes=True``, so that all folds
-            share one compiled program. It is saved as True.
-            ``canonical_shapes_`` says what the fit did.
-        novel_class: a novel (background) class, index C, the last column of
-            ``coef_`` and ``predict_proba``: any bag may hold instances of it
-            without naming it (Pham et al., ICML 2015). The DP ends at ``Y_b``
-            or ``Y_b + {novel}``; bags with no label become possible.
-        leak: each label of a bag may be switched on by a leak, with
-            probability eps, instead of an instance (noisy OR); bags with
-            fewer instances than labels become possible. None: no leak; a
-            float: that eps; "learn": eps is fitted (EM in closed form, MAP
-            with the weights, NUTS/SVI under a Beta(1, 10) prior), ``leak_``.
-        kernel: None (linear features) or "rbf": kernel ORLR, each instance
+            ``1 / (2 prior_scale**2)``), the group Laplace's (l2,1 strength
+            ``1 / prior_scale``), or the horseshoe's slab; None: flat, plain
+            maximum likelihood. ``ORLRCV`` chooses it by cross-validation.
+        intercept_scale: sd of the Normal prior on the intercepts; None: flat.
+        fit_intercept: learn per-class intercepts ``beta``.
+        standardize: the instance feature map fitted on the training instances
+            and applied before every prediction, so that one prior scale means
+            the same for every feature: True centres and scales each feature;
+            ``"quantile-normal"`` first maps each through its training
+            quantiles to a Normal, for spiked or heavy-tailed features; False
+            leaves them raw.
+        kernel: None (linear features), ``"rbf"`` or ``RBF(gamma=...,
+            dictionary_size=..., nystroem=...)``: kernel ORLR, each instance
             replaced by its RBF similarities to a dictionary of training
-            instances (``data.kernel``); ``coef_`` has a row per element.
-        gamma: the RBF width, or "auto": chosen with ``prior_scale`` by
-            bag-level cross-validation around the median heuristic
-            (``model_selection``); ``kernel_gamma_`` is the width used.
-        dictionary_size: kernel: keep this many training instances, drawn at
-            random (the paper's dictionary shrinking); None: all of them.
-        nystroem: kernel: Nystroem features (``k(x, D) K_DD^(-1/2)``), for
-            large data, instead of the plain kernel columns.
-        cv_folds: bag-level folds of the "auto" selection.
-        cv_scoring: the held-out bag score that decides the "auto" selection
-            (``model_selection.CV_SCORINGS``): "log_likelihood" (the model's
-            own, ``mean_b log p(Y_b | X_b)``), "ranking_loss" or
-            "average_precision" (of the bag scores ``max_i p(y_bi = c)``).
-            ``cv_results_`` holds all three for every candidate.
+            instances; ``coef_`` then has a row per dictionary element.
+        n_classes: the number of classes; default: the largest label + 1.
+        max_labels: the largest label set accepted (the DP holds ``2**K`` states per bag).
+        novel_class: add a novel (background) class, index C, the last column
+            of ``coef_`` and ``predict_proba``: any bag may hold instances of it
+            without naming it (Pham et al., ICML 2015); bags with no label
+            become possible.
+        leak: each label of a bag may be switched on by a leak with probability
+            eps instead of an instance (a noisy OR), so bags with fewer
+            instances than labels become possible. None: no leak; a float: that
+            eps; ``"learn"``: fitted (``leak_``; a Beta(1, 10) prior under NUTS/SVI).
+        prune: the fraction of training bags to leave out, those with the most
+            DP work ``n_b * |Y_b| * 2**|Y_b|`` first (the paper's pruning,
+            6.6.2), for data where a few bags cost more than all the others;
+            ``pruned_bags_`` lists them.
+        max_predict_draws: posterior draws (evenly thinned) that predictions average over.
+        random_state: the seed of NUTS, SVI, stochastic EM and a kernel's dictionary draw.
 
     Labels. ``label_sets`` are one list per bag of class indices or of class
-    names (then ``class_names_`` is the sorted names, and predictions are
-    indices into it), or a (B, C) 0/1 label matrix (a 2-D array always is
-    one; its C fixes ``n_classes``).
+    names (then ``class_names_`` holds the sorted names, and predictions are
+    indices into it), or a (B, C) 0/1 label matrix.
 
-    Fitted attributes: ``coef_`` (d, C), ``intercept_`` (C,) (for NUTS/SVI
-    the posterior means), ``n_classes_``, ``n_features_in_``,
-    ``pruned_bags_`` (sorted input indices of the bags ``prune`` left out);
-    ``feature_mean_``, ``feature_scale_`` (d,) the standardisation (zeros
-    and ones with ``standardize=False``); ``feature_quantiles_`` (Q, d)
-    with ``standardize="quantile-normal"``. The weights (``coef_``,
-    ``coef_draws_``, the posterior's ``W``) act on *standardised* features,
-    so the prior's scale means the same for every feature; the intercepts
-    are the logits of an average instance. ``coef_in_feature_units()``
-    rewrites them for raw features. EM/MAP:
-    ``log_posterior_``, ``n_iter_``, ``converged_``, and for EM ``history_``;
-    NUTS/SVI: ``posterior_`` (``arviz.InferenceData``), ``coef_draws_``
-    (S, d, C), ``intercept_draws_`` (S, C), for SVI ``losses_``, and on linear
-    features ``heavy_tailed_features_`` (name -> largest training |z|, those
-    reaching ``HEAVY_TAIL_Z``, for the convergence report); from a
-    ``MIMLData``: ``class_names_``, ``feature_names_`` (also the posterior's
-    ``class``/``feature`` coordinates); from named labels: ``class_names_``.
+    Fitted attributes: ``coef_`` (R, K) and ``intercept_`` (K,), the point
+    estimate or the posterior means (R: features, or dictionary elements; K:
+    classes, plus the novel one); ``n_classes_``, ``n_features_in_``,
+    ``prior_scale_``, ``pruned_bags_``; the feature map's ``feature_mean_``,
+    ``feature_scale_`` (d,) and ``feature_quantiles_`` (Q, d). The weights act
+    on the mapped features (``coef_in_feature_units`` rewrites linear ones for
+    raw features). EM/MAP: ``log_posterior_``, ``n_iter_``, ``converged_``,
+    for EM ``history_``. NUTS/SVI: ``posterior_`` (``arviz.InferenceData``),
+    ``coef_draws_`` (S, R, K), ``intercept_draws_`` (S, K), for SVI
+    ``losses_``. From a ``MIMLData``: ``class_names_``, ``feature_names_``.
 
     Convergence. ``fit`` issues one ``orlr_ppl.diagnostics.ConvergenceWarning``
-    when a NUTS posterior fails a check (R-hat, bulk/tail ESS, divergences,
-    tree depth, E-BFMI, PSIS-LOO k-hat), an SVI posterior the PSIS-LOO k-hat
-    check, or EM/MAP stop before meeting ``tol``; ``diagnostics()`` returns
-    the full report.
+    when a check fails (NUTS: R-hat, bulk/tail ESS, divergences, tree depth,
+    E-BFMI, PSIS-LOO k-hat; SVI: k-hat; EM/MAP: stopped before ``tol``);
+    ``diagnostics()`` returns the whole report.
     """
+
+    _shared_layout: Layout | None = None
+    """A packing layout given by ``cross_validate`` (every training fold fits it), so that all folds
+    share one compiled program; a fit then packs on canonical shapes into it."""
+    _force_canonical: bool = False
+    """Canonical shapes for any method (``ORLRCV``'s candidates: many short fits of one shape family)."""
 
     def __init__(
         self,
-        method: str = "em",
+        inference: str | Inference = "em",
+        prior: str = "normal",
         prior_scale: float | None = 1.0,
         intercept_scale: float | None = 10.0,
         fit_intercept: bool = True,
+        standardize: bool | str = True,
+        kernel: str | RBF | None = None,
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
-        max_iter: int | None = None,
-        m_steps: int = 10,
-        tol: float = 1e-6,
-        num_warmup: int = 300,
-        num_samples: int = 1000,
-        num_chains: int = 4,
-        max_num_samples: int | None = None,
-        dense_mass: bool = False,
-        whiten: bool = False,
-        target_accept: float | None = None,
-        init: str = "map",
-        guide: str = "normal",
-        svi_steps: int = 3000,
-        learning_rate: float = 0.01,
-        subsample_size: int | None = None,
-        max_predict_draws: int = 200,
-        progress_bar: bool = True,
-        random_state: int | None = None,
-        standardize: bool | str = True,
-        prune: float = 0.0,
-        bag_fraction: float = 1.0,
-        canonical_shapes: bool | Layout | None = None,
         novel_class: bool = False,
         leak: float | str | None = None,
-        prior: str = "normal",
-        kernel: str | None = None,
-        gamma: float | str = "auto",
-        dictionary_size: int | None = None,
-        nystroem: bool = False,
-        cv_folds: int = 3,
-        cv_scoring: str = "log_likelihood",
+        prune: float = 0.0,
+        max_predict_draws: int = 200,
+        random_state: int | None = None,
+        **removed: Any,
     ) -> None:
-        self.method = method
+        check_renamed(removed, type(self).__name__)
+        self.inference = inference
+        self.prior = prior
         self.prior_scale = prior_scale
         self.intercept_scale = intercept_scale
         self.fit_intercept = fit_intercept
+        self.standardize = standardize
+        self.kernel = kernel
         self.n_classes = n_classes
         self.max_labels = max_labels
-        self.max_iter = max_iter
-        self.m_steps = m_steps
-        self.tol = tol
-        self.num_warmup = num_warmup
-        self.num_samples = num_samples
-        self.num_chains = num_chains
-        self.max_num_samples = max_num_samples
-        self.dense_mass = dense_mass
-        self.whiten = whiten
-        self.target_accept = target_accept
-        self.init = init
-        self.guide = guide
-        self.svi_steps = svi_steps
-        self.learning_rate = learning_rate
-        self.subsample_size = subsample_size
-        self.max_predict_draws = max_predict_draws
-        self.progress_bar = progress_bar
-        self.random_state = random_state
-        self.standardize = standardize
-        self.prune = prune
-        self.bag_fraction = bag_fraction
-        self.canonical_shapes = canonical_shapes
         self.novel_class = novel_class
         self.leak = leak
-        self.prior = prior
-        self.kernel = kernel
-        self.gamma = gamma
-        self.dictionary_size = dictionary_size
-        self.nystroem = nystroem
-        self.cv_folds = cv_folds
-        self.cv_scoring = cv_scoring
+        self.prune = prune
+        self.max_predict_draws = max_predict_draws
+        self.random_state = random_state
 
     # -- fitting -----------------------------------------------------------------
 
@@ -295,32 +232,24 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         lie in its bag's label set, or be the novel class C.
         """
         check_leak(self.leak)
-        if self.method not in METHODS:
-            raise ValueError(f"method={self.method!r}: choose one of {METHODS}")
-        if not 0.0 < float(self.bag_fraction) <= 1.0 or (self.bag_fraction < 1 and self.method != "em"):
-            raise ValueError(
-                f"bag_fraction={self.bag_fraction} with method={self.method!r}: stochastic EM takes "
-                "method='em' and a fraction in (0, 1]; SVI subsamples with subsample_size"
-            )
-        ignored = [
-            f"{k}={getattr(self, k)!r}" for k in ("dense_mass", "whiten", "target_accept") if getattr(self, k)
-        ]
-        if ignored and self.method != "nuts":
-            warnings.warn(
-                f"{', '.join(ignored)}: NUTS settings, which method={self.method!r} ignores", stacklevel=2
-            )
+        method = self._method()
+        self._check_model_params(method)
         self._diagnostics = None
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         if instance_labels is not None and self.prune > 0:
             raise ValueError("prune leaves bags out: give instance_labels with prune=0")
         n_features = feats[0].shape[1]
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
-        if self.method in ("nuts", "svi") and self.kernel is None:
+        posterior = isinstance(method, NUTS | SVI)
+        if posterior and self._rbf() is None:
             self._check_linear_features(feats, n_classes + bool(self.novel_class))
-        feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; "auto" chosen
-        canonical, layout = self.canonical_shapes, layout_of(self.canonical_shapes)
-        canonical = self.method in ("em", "map") if canonical is None else bool(canonical)
-        feats, padded = self._pad_rows(feats, canonical)
+        feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; CV's choices
+        # Canonical shapes let fits of one shape family share compiled programs: EM and MAP are
+        # mostly compiling; NUTS and SVI evaluate the gradient thousands of times, and padding cost
+        # them 11-46 % more DP cells, so they pack tight unless a cross-validation asks.
+        layout = self._shared_layout
+        canonical = not posterior or layout is not None or self._force_canonical
+        feats, padded = self._pad_rows(feats, canonical and not posterior)
         data = make_model_data(
             feats,
             label_sets,
@@ -334,13 +263,13 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             weight_prior=self.prior,
         )
         self.canonical_shapes_ = canonical
-        if self.method in ("nuts", "svi"):
+        if posterior:
             ids = getattr(bags, "bag_ids", None)  # a MIMLData's: the diagnostics name bags by them
             dropped = set(self.pruned_bags_)
             kept = None if ids is None else [b for i, b in enumerate(ids) if i not in dropped]
-            self._fit_posterior(data, kept)
+            self._fit_posterior(data, method, kept)
         else:
-            self._fit_point(data)
+            self._fit_point(data, method)
             self._unpad_rows(padded)
         self.n_classes_, self.n_features_in_ = n_classes, n_features
         self._drop_zero_rows()
@@ -353,19 +282,44 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
         return self
 
-    def _fit_point(self, data: ModelData) -> None:
+    def _method(self) -> Inference:
+        """The inference settings: ``inference`` itself, or the named method's defaults."""
+        return methods.resolve(self.inference)
+
+    def _check_model_params(self, method: Inference) -> None:
+        if self.prior not in WEIGHT_PRIORS:
+            raise ValueError(f"prior={self.prior!r}: choose one of {WEIGHT_PRIORS}")
+        scales = self._prior_scales()
+        for scale in scales:
+            if isinstance(scale, str):
+                raise ValueError(
+                    f"prior_scale={scale!r}: give a number, or None (flat); to choose it by bag-level "
+                    "cross-validation use ORLRCV (from orlr_ppl import ORLRCV)"
+                )
+            if scale is not None and not float(scale) > 0:
+                raise ValueError(f"prior_scale={scale!r}: give a positive scale, or None (a flat prior)")
+        scale = scales[0]
+        if self.prior == "group_horseshoe" and (not isinstance(method, NUTS | SVI) or scale is None):
+            raise ValueError(
+                f"prior='group_horseshoe' with inference={method.name!r}, prior_scale={scale!r}: its "
+                "density is unbounded at zero, so it has no MAP; sample it with inference='nuts' or 'svi' "
+                "and a prior_scale (the slab), or use prior='l21' for a point estimate"
+            )
+        as_rbf(self.kernel)
+
+    def _prior_scales(self) -> list[float | None]:
+        """The prior scales to fit with: ``prior_scale`` here, ``ORLRCV``'s candidates there."""
+        return [self.prior_scale]
+
+    def _fit_point(self, data: ModelData, method: EM | MAP) -> None:
         """EM or MAP: ``coef_``, ``intercept_``, the optimiser's report, and EM's ``history_``."""
         res = fit_point(
             data,
-            self.method,
+            method,
             self.prior_scale_,
             self.intercept_scale,
             self.fit_intercept,
-            max_iter=self._max_iter(),
-            tol=self.tol,
-            m_steps=self.m_steps,
-            bag_fraction=self.bag_fraction,
-            seed=0 if self.random_state is None else int(self.random_state),
+            seed=self._seed(),
         )
         self.coef_, self.intercept_ = res.coef, res.intercept
         self.leak_ = res.leak if self.leak == "learn" else self.leak
@@ -373,19 +327,21 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         if res.history is not None:
             self.history_ = res.history
 
-    def _fit_posterior(self, data: ModelData, bag_ids: Sequence[Any] | None = None) -> None:
+    def _fit_posterior(
+        self, data: ModelData, method: NUTS | SVI, bag_ids: Sequence[Any] | None = None
+    ) -> None:
         """NUTS or SVI: ``posterior_`` (named by the data's classes, features and bag ids) and its draws."""
         from ..inference.inference_data import with_names
 
-        settings = SamplerSettings(**{k: getattr(self, k) for k in SamplerSettings._fields})
-        settings = settings._replace(prior_scale=self.prior_scale_)
-        res = fit_posterior(data, self.method, settings)
+        res = fit_posterior(
+            data, method, self.prior_scale_, self.intercept_scale, self.fit_intercept, self._seed()
+        )
         if res.losses is not None:
             self.losses_ = res.losses
         classes = getattr(self, "class_names_", None)
         if classes is not None and self.novel_class:  # W, beta have one more column than the data
             classes = [*classes, NOVEL_CLASS_NAME]
-        rows = getattr(self, "feature_names_", None) if self.kernel is None else None  # kernel: elements
+        rows = getattr(self, "feature_names_", None) if self._rbf() is None else None  # kernel: elements
         bags = None if bag_ids is None else [str(b) for b in bag_ids]
         self._set_posterior(with_names(res.posterior, classes, rows, bags))
 
@@ -398,23 +354,18 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         self.leak_draws_ = draws.leak_draws
 
     def _stochastic(self) -> bool:
-        return self.method == "em" and float(self.bag_fraction) < 1.0
-
-    def _max_iter(self) -> int:
-        if self.max_iter is not None:
-            return int(self.max_iter)
-        return DEFAULT_MAX_ITER.get(self.method, DEFAULT_MAX_ITER["em"])
+        method = self._method()
+        return isinstance(method, EM) and method.stochastic
 
     def diagnostics(self) -> Diagnostics | PointDiagnostics:
-        """Convergence report of the fit.
+        """Convergence report of the fit; ``print`` it for a readable summary.
 
         NUTS/SVI: ``orlr_ppl.diagnostics.Diagnostics`` (``table``: mean, sd,
         R-hat, bulk/tail ESS per scalar of ``W`` and ``beta``; ``sampler``:
         divergences, tree depth, step size, E-BFMI, PSIS-LOO k-hat share;
         ``problems``; ``converged``). EM/MAP: ``orlr_ppl.diagnostics.PointDiagnostics``
         (``converged``, ``n_iter``, ``max_iter``, ``tol``, the final relative
-        change of the log posterior (EM), ``problems``). Both have
-        ``summary_lines()`` for a short text report.
+        change of the log posterior (EM), ``problems``).
         """
         from ..inference.diagnostics import optimizer_diagnostics
 
@@ -423,17 +374,18 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
             if getattr(self, "_diagnostics", None) is None:  # a loaded model: its report is built once
                 self._diagnostics = self._posterior_diagnostics(warn=False)
             return self._diagnostics
+        method = self._method()
         history, change = getattr(self, "history_", None), None
         if history is not None and len(history) > 1:
             change = float(abs(history[-1] - history[-2]) / max(abs(history[-2]), 1.0))
         return optimizer_diagnostics(
-            self.method,
+            method.name,
             self.converged_,
             self.n_iter_,
-            self._max_iter(),
-            self.tol,
+            method.max_iter,
+            method.tol,
             relative_change=change,
-            bag_fraction=float(self.bag_fraction) if self._stochastic() else None,
+            bag_fraction=float(method.bag_fraction) if self._stochastic() else None,  # type: ignore[union-attr]
         )
 
     def coef_in_feature_units(self) -> tuple[np.ndarray, np.ndarray]:
@@ -444,6 +396,748 @@ class ORLR(_RowFeatures, _ORLRPredictions, _ORLRPersistence, _PosteriorPredictiv
         posterior means ``coef_``/``intercept_``.
         """
         check_is_fitted(self, "n_classes_")
-        if self.kernel is not None:
+        if self._rbf() is not None:
             raise ValueError("kernel ORLR's weights act on kernel features: they have no feature units")
         return to_feature_units(self.coef_, self.intercept_, *self._linear_scaling())
+
+    # -- feature rows: the kernel map, hyperparameters, row inclusion --------------
+
+    def _rbf(self) -> RBF | None:
+        return as_rbf(self.kernel)
+
+    def _hyperparameters(
+        self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int
+    ) -> tuple[float | None, float | None]:
+        """``(kernel width, prior scale)`` to fit with: the parameters' (a kernel's width None: the
+        median heuristic); ``ORLRCV`` chooses them by cross-validation."""
+        rbf = self._rbf()
+        if rbf is None:
+            return None, self.prior_scale
+        gamma = median_gamma(np.concatenate(feats), self._seed()) if rbf.gamma is None else rbf.gamma
+        return float(gamma), self.prior_scale
+
+    def _fit_rows(self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int) -> list[np.ndarray]:
+        """The features the linear model sees (a kernel's, or the standardised ones).
+
+        Sets ``prior_scale_``, for a kernel ``kernel_gamma_`` and the map, and
+        ``row_scale_`` (the fitted features' training sd).
+        """
+        gamma, self.prior_scale_ = self._hyperparameters(feats, label_sets, n_classes)
+        if gamma is not None:
+            feats = self._build_kernel_map(feats, gamma)
+        self.row_scale_ = np.concatenate(feats).std(axis=0).astype(np.float64)
+        return feats
+
+    # -- rows: inclusion, pruning, padding -------------------------------------------
+
+    def _check_linear_features(self, feats: list[np.ndarray], n_outputs: int) -> None:
+        """Before a posterior fit on linear features: warn, naming them, when some features are
+        combinations of the others (``collinearity``), and keep the heavy-tailed ones in
+        ``heavy_tailed_features_`` for the convergence report (``_posterior_diagnostics``).
+
+        A MAP is unique along dependent directions, but a posterior holds the prior's whole width there.
+        """
+        x, names = np.concatenate(feats), getattr(self, "feature_names_", None)
+        dep = linear_dependencies(x, names)
+        if dep.redundant:
+            warnings.warn(describe_dependencies(dep, n_outputs), CollinearityWarning, stacklevel=3)
+        self.heavy_tailed_features_ = heavy_tailed_features(x, self.standardize, names)
+
+    def _posterior_diagnostics(self, warn: bool) -> Diagnostics:
+        """``posterior_``'s diagnostics, whose problems end with the heavy-tailed features carrying
+        failing weights; with ``warn``, one ``ConvergenceWarning`` (pointing at the caller of ``fit``)
+        when a check fails. A loaded model reads those features from its ``metadata.json``."""
+        from ..inference.diagnostics import diagnose, warn_if_unconverged
+
+        # Absent: kernel features, or a model saved before the record was kept.
+        heavy = getattr(self, "heavy_tailed_features_", None) or {}
+        note = partial(heavy_tail_note, heavy)
+        if warn:
+            return warn_if_unconverged(self.posterior_, stacklevel=3, note=note)
+        return diagnose(self.posterior_, note=note)
+
+    def _pad_rows(self, feats: list[np.ndarray], canonical: bool) -> tuple[list[np.ndarray], int]:
+        """Kernel point fits on canonical shapes: zero feature columns up to ``canonical_size(R)``.
+
+        Dictionaries of different sizes (the folds of ``"auto"``'s selection, of a
+        cross-validation) then share one compiled program. A zero column's
+        weights stay exactly zero in EM, L-BFGS and FISTA alike (their gradient
+        is the prior's, zero at zero), so ``_unpad_rows`` only cuts them off.
+        """
+        if self._rbf() is None or not canonical:
+            return feats, 0
+        r = feats[0].shape[1]
+        pad = canonical_size(r, steps=8) - r
+        return [np.pad(x, ((0, 0), (0, pad))) for x in feats], pad
+
+    def _unpad_rows(self, pad: int) -> None:
+        """Cut the padded rows off ``coef_``, and their prior's log density at 0 off the log posterior."""
+        if not pad:
+            return
+        self.coef_ = np.asarray(self.coef_)[:-pad]
+        k = np.shape(self.coef_)[1] - 1  # raw weights per row (sum-to-zero basis)
+        scale = self.prior_scale_
+        if scale is None:
+            per_row = 0.0  # a flat prior adds nothing
+        elif self.prior == "l21":
+            per_row = -float(group_laplace_log_normalizer(k, scale))
+        else:
+            per_row = -0.5 * k * float(np.log(2 * np.pi * scale**2))
+        self.log_posterior_ = float(self.log_posterior_) - pad * per_row
+        if hasattr(self, "history_"):
+            self.history_ = np.asarray(self.history_) - pad * per_row
+
+    def _fit_silently(self, feats: list[np.ndarray], label_sets: list[Any]) -> ORLR:
+        """``fit`` without its convergence warning (a CV candidate's budget is the outer fit's)."""
+        from ..inference.diagnostics import ConvergenceWarning
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return self.fit(feats, label_sets)
+
+    def _drop_zero_rows(self) -> None:
+        """After an l2,1 point fit of kernel ORLR: dictionary elements whose rows are exactly zero go."""
+        point = not hasattr(self, "coef_draws_")
+        if self._rbf() is not None and not self._nystroem() and self.prior == "l21" and point:
+            zero = ~np.any(np.asarray(self.coef_) != 0, axis=1)
+            if zero.any():
+                self._keep_rows(np.flatnonzero(~zero), int(zero.sum()))
+
+    def _row_scale(self) -> np.ndarray:
+        """(R,) the training sd of each row's feature: 1 for standardised inputs."""
+        scale = getattr(self, "row_scale_", None)  # absent from folders saved before it existed
+        return np.ones(np.shape(self.coef_)[0]) if scale is None else np.asarray(scale)
+
+    def row_inclusion(self, effect: float = INCLUSION_EFFECT) -> np.ndarray:
+        """(R,) per row of ``coef_``, the share of posterior draws in which it matters.
+
+        A row matters when ``||W[j]|| * sd_j >= effect``, ``sd_j`` its
+        feature's training sd (``INCLUSION_EFFECT``): moving that feature by
+        one sd moves the class logits by at least ``effect`` (in l2 norm over
+        classes). NUTS/SVI: the share over the posterior draws kept for
+        prediction; EM/MAP: 0 or 1 (an l2,1 fit's zero rows are 0).
+        """
+        check_is_fitted(self, "n_classes_")
+        w = self.coef_draws_ if hasattr(self, "coef_draws_") else np.asarray(self.coef_)[None]
+        effect_size = np.linalg.norm(w, axis=-1) * self._row_scale()[None, :]
+        return (effect_size >= effect).mean(axis=0)
+
+    def prune_rows(self, min_inclusion: float = 0.5) -> Any:
+        """Drop the rows whose ``row_inclusion()`` is below ``min_inclusion``; returns self.
+
+        Kernel ORLR (plain dictionary features): the dictionary elements go
+        too, so every prediction evaluates fewer kernels. Linear ORLR: the
+        rows are set to zero (a feature cannot be removed from the input).
+        Exact for an l2,1 point fit's zero rows; for a posterior, the dropped
+        rows' small weights are dropped from every draw (an approximation
+        whose size ``row_inclusion`` bounds).
+        """
+        keep = self.row_inclusion() >= float(min_inclusion)
+        if self._nystroem():
+            raise ValueError(
+                "Nystroem features mix dictionary elements: prune_rows needs RBF(nystroem=False)"
+            )
+        if self._rbf() is None:
+            self.coef_ = np.where(keep[:, None], self.coef_, 0.0)
+            if hasattr(self, "coef_draws_"):
+                self.coef_draws_ = np.where(keep[None, :, None], self.coef_draws_, 0.0)
+            return self
+        self._keep_rows(np.flatnonzero(keep), int(np.size(keep) - keep.sum()))
+        return self
+
+    def _keep_rows(self, rows: np.ndarray, n_dropped: int) -> None:
+        """Keep kernel ORLR's dictionary elements ``rows`` (and their rows of the weights)."""
+        self.kernel_dictionary_ = np.asarray(self.kernel_dictionary_)[rows]
+        self.row_scale_ = np.asarray(self.row_scale_)[rows]
+        self.coef_ = np.asarray(self.coef_)[rows]
+        if hasattr(self, "coef_draws_"):
+            self.coef_draws_ = self.coef_draws_[:, rows]
+        self.n_pruned_rows_ = n_dropped + int(getattr(self, "n_pruned_rows_", 0))
+
+    # -- predictions: per posterior draw, or the point estimate as one ------------
+
+    def _draws(self) -> tuple[np.ndarray, np.ndarray]:
+        """(S, d, C), (S, C): posterior draws, or the point estimate as S = 1."""
+        if hasattr(self, "coef_draws_"):
+            return self.coef_draws_, self.intercept_draws_
+        return self.coef_[None], self.intercept_[None]
+
+    def _leak_draws(self, n_draws: int) -> np.ndarray | None:
+        """(S,) the leak at each draw: the posterior's draws, or the fitted or fixed value; None without."""
+        if getattr(self, "leak_draws_", None) is not None:
+            return np.asarray(self.leak_draws_)
+        leak = getattr(self, "leak_", self.leak)
+        return None if leak is None else np.full(n_draws, float(leak))
+
+    def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        return [x @ self.coef_ + self.intercept_ for x in feats]
+
+    def _draw_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """B arrays (S, n_b, C) of ``p(y | x, theta_s)`` per posterior draw."""
+        w, b = self._draws()
+        return [softmax(np.einsum("nd,sdc->snc", x, w) + b[:, None, :], axis=-1) for x in feats]
+
+    def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """``E_theta p(y = c | x, theta)``: the mean over the draws (the point estimate for EM/MAP)."""
+        return [p.mean(axis=0) for p in self._draw_proba(feats)]
+
+    def _transductive_proba(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> list[np.ndarray]:
+        """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over draws (NUTS/SVI)."""
+        if not hasattr(self, "coef_draws_") and not self._relaxed():
+            return super()._transductive_proba(feats, sets)
+        total = np.asarray(sum(self._draw_posteriors(feats, sets)))
+        return split_by_bag(total / len(self._draws()[0]), feats)
+
+    def _relaxed(self) -> bool:
+        """A novel class or a leak: transductive posteriors need the model's E-step (``relaxed``)."""
+        return bool(self.novel_class) or self.leak is not None
+
+    def _draw_posteriors(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[jax.Array]:
+        """Per draw (or the point estimate), the (n, C) DP posteriors ``p(y | Y_b, X_b, theta_s)``.
+
+        All bags' instances concatenated in order; zero outside each bag's set.
+        """
+        if self._relaxed():
+            w, b = self._draws()
+            yield from relaxed_draw_posteriors(
+                feats,
+                sets,
+                w,
+                b,
+                self._leak_draws(len(w)),
+                self.n_classes_,
+                self.novel_class,
+                self.max_labels,
+            )
+            return
+        flat, packed = pack_draw_inputs(feats, sets, self._shared_layout)
+        rows = sum(len(x) for x in feats)
+        w, b = self._draws()
+        weights = [jnp.asarray(x, flat.dtype) for x in w]
+        intercepts = [jnp.asarray(x, flat.dtype) for x in b]
+        for post in draw_posteriors_on_host(flat, weights, intercepts, packed):
+            yield post[:rows]
+
+    def predict_interval(
+        self,
+        bags: Bags,
+        prob: float = CREDIBLE_MASS,
+        label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None,
+    ) -> list[np.ndarray]:
+        """B arrays (n_b, C, 2): equal-tailed credible intervals ``[lower, upper]`` of class probabilities.
+
+        Inductive: of ``p(y = c | x, theta)``; given label sets, of the DP
+        posterior ``p(y = c | Y_b, X_b, theta)``. The bounds are the
+        ``(1 - prob) / 2`` and ``(1 + prob) / 2`` quantiles over the posterior
+        draws kept in ``coef_draws_`` (``max_predict_draws`` of them), so they
+        show how far the weights' uncertainty moves each probability;
+        ``predict_proba`` is the mean over the same draws. EM and MAP have one
+        point estimate: the interval collapses to it (lower == upper ==
+        ``predict_proba``), and a warning says so.
+        """
+        check_credible_mass(prob)
+        self._warn_if_point("predict_interval", "every interval has zero width")
+        return [equal_tailed_interval(p, prob) for p in self._per_draw(bags, label_sets)]
+
+    def predict_uncertainty(
+        self, bags: Bags, label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None
+    ) -> list[np.ndarray]:
+        """B arrays (n_b, 2): predictive entropy and mutual information (nats).
+
+        Entropy ``H[E_theta p(y | x, theta)]`` is the total uncertainty; the
+        mutual information ``H[E p] - E H[p]`` between the label and the
+        weights is its epistemic part (zero for EM/MAP point estimates, with a warning).
+        Given label sets, of the DP posterior ``p(y | Y_b, X_b, theta)``: what is
+        left uncertain about an instance once its bag's labels are known.
+        """
+        self._warn_if_point("predict_uncertainty", "the mutual information is zero")
+        out = []
+        for p in self._per_draw(bags, label_sets):
+            p = np.asarray(p, np.float64)  # a float32 zero (a class outside the bag's set) is 0 log 0 = 0
+            total = _entropy(p.mean(axis=0))
+            aleatoric = _entropy(p).mean(axis=0)
+            out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
+        return out
+
+    def _per_draw(self, bags: Bags, label_sets: Any) -> list[np.ndarray]:
+        """B arrays (S, n_b, C): each kept draw's class probabilities, given the label sets if any."""
+        feats = self._check_bags(bags)
+        if label_sets is None:
+            return list(self._draw_proba(feats))
+        stacked = np.stack(list(self._draw_posteriors(feats, self._check_sets(feats, label_sets))))
+        return split_by_bag(stacked, feats, axis=1)
+
+    def _warn_if_point(self, name: str, consequence: str) -> None:
+        """Say that a point fit's weights carry no uncertainty, rather than return it silently."""
+        method = self._method().name
+        if method in ("em", "map"):
+            warnings.warn(
+                f"{name} on an inference={method!r} fit: one point estimate of the weights, so "
+                f"{consequence}; fit with inference='nuts' or 'svi' for the weights' uncertainty",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    # -- persistence: the fit report in metadata.json, a posterior in posterior.nc --
+
+    def _params_json(self) -> dict[str, Any]:
+        params = super()._params_json()
+        params["inference"] = methods.to_json(params["inference"])
+        if isinstance(params["kernel"], RBF):
+            params["kernel"] = {"kernel": "rbf", **asdict(params["kernel"])}
+        return params
+
+    @classmethod
+    def _params_from_json(cls, meta: dict[str, Any], meta_file: Path) -> dict[str, Any]:
+        params = dict(meta["params"])
+        if persistence.check_format(meta, meta_file) == 1:
+            params = params_of_format_1(params, meta.get("fitted") or {})
+        params["inference"] = methods.from_json(params.get("inference", "em"), str(meta_file))
+        kernel = params.get("kernel")
+        if isinstance(kernel, dict) and kernel.get("kernel") == "rbf":
+            try:
+                params["kernel"] = RBF(**{k: v for k, v in kernel.items() if k != "kernel"})
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{meta_file}: its kernel settings {kernel!r} are invalid: {err}") from err
+        return persistence.saved_params({**meta, "params": params}, cls._get_param_names(), meta_file)
+
+    def _fitted_metadata(self) -> dict[str, Any]:
+        pruned = {"pruned_bags_": [int(b) for b in getattr(self, "pruned_bags_", [])]}
+        if getattr(self, "leak_", None) is not None:
+            pruned["leak_"] = float(self.leak_)
+        for name in ("prior_scale_", "kernel_gamma_"):  # the values used, "auto" resolved
+            if getattr(self, name, None) is not None:
+                pruned[name] = float(getattr(self, name))
+        if getattr(self, "n_pruned_rows_", 0):
+            pruned["n_pruned_rows_"] = int(self.n_pruned_rows_)
+        if hasattr(self, "posterior_"):
+            heavy = getattr(self, "heavy_tailed_features_", None)
+            if heavy is not None:  # the convergence report of the loaded model names them too
+                pruned["heavy_tailed_features_"] = {str(f): float(z) for f, z in heavy.items()}
+            return pruned
+        return {
+            **pruned,
+            "log_posterior_": float(self.log_posterior_),
+            "n_iter_": int(self.n_iter_),
+            "converged_": bool(self.converged_),
+        }
+
+    def _default_name(self) -> str:
+        return f"orlr-{self._method().name}"
+
+    def _save_extra(self, folder: Path) -> None:
+        """NUTS/SVI: write ``posterior.nc`` (netCDF); EM/MAP: remove one left there by an earlier save."""
+        nc = folder / "posterior.nc"
+        if not hasattr(self, "posterior_"):
+            nc.unlink(missing_ok=True)
+            return
+        tmp = nc.with_name(".posterior.tmp.nc")
+        try:
+            self.posterior_.to_netcdf(str(tmp))
+            tmp.replace(nc)  # as persistence.write_atomically: an interrupted save leaves the old file whole
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _check_loaded(self, param_file: Path) -> None:
+        """NUTS/SVI: read ``posterior.nc`` beside ``params.npz``; then check the arrays' shapes."""
+        method = self._method().name
+        if method in ("nuts", "svi"):
+            nc = param_file.parent / "posterior.nc"
+            if not nc.is_file():
+                raise ValueError(f"{nc} is missing: a {method} model keeps its posterior there")
+            self._set_posterior(read_posterior(nc))
+            self._diagnostics = None
+        heavy = getattr(self, "heavy_tailed_features_", None)
+        if heavy is not None and not (
+            isinstance(heavy, dict)
+            and all(isinstance(z, (int, float)) and not isinstance(z, bool) for z in heavy.values())
+        ):
+            raise ValueError(
+                f"{param_file.parent / 'metadata.json'}: 'fitted' holds heavy_tailed_features_ {heavy!r}; "
+                "expected an object of feature name -> largest |z| (numbers): re-save the model with save()"
+            )
+        super()._check_loaded(param_file)
+
+
+class ORLRCV(ORLR):
+    """``ORLR`` whose prior scale (and kernel width) is chosen by bag-level cross-validation.
+
+    As scikit-learn's ``LogisticRegressionCV`` beside ``LogisticRegression``:
+    every candidate is fitted on the training folds' bags and scored on the
+    held-out bags' label sets, from bag labels only (no instance label is
+    used, the situation of every user and the paper's protocol); folds split
+    bags, never one bag's instances. The candidates are point fits (EM, or MAP
+    for a posterior method); the winner is then fitted on all the bags with
+    ``inference``.
+
+    Args:
+        prior_scales: the candidate prior scales, strongest prior first (ties go to the earlier).
+        gammas: kernel ORLR's candidate RBF widths; None: the median heuristic
+            times ``(0.25, 1, 4, 16)`` (or the kernel's own ``RBF(gamma=...)``
+            when given). Ignored for linear features.
+        cv: the number of bag-level folds.
+        scoring: the held-out score that decides: ``"log_likelihood"`` (the
+            model's own, the mean of ``log p(Y_b | X_b)``), ``"ranking_loss"``
+            or ``"average_precision"`` (of the bag scores ``max_i p(y_bi = c)``).
+            ``cv_results_`` holds all three for every candidate.
+        progress_bar: a bar over the candidates' fits (a kernel grid takes minutes).
+
+    The other arguments are ``ORLR``'s. Fitted attributes: ``ORLR``'s, with
+    ``prior_scale_`` and ``kernel_gamma_`` the chosen values, and
+    ``cv_results_``, one row per candidate (its values, the mean held-out
+    scores, and ``sd``, the deciding score's sd over folds). A winner at the
+    edge of a grid of more than two values warns: the best may lie beyond it.
+    """
+
+    def __init__(
+        self,
+        prior_scales: Sequence[float] = model_selection.PRIOR_SCALES,
+        gammas: Sequence[float] | None = None,
+        cv: int = 3,
+        scoring: str = "log_likelihood",
+        progress_bar: bool = True,
+        inference: str | Inference = "em",
+        prior: str = "normal",
+        intercept_scale: float | None = 10.0,
+        fit_intercept: bool = True,
+        standardize: bool | str = True,
+        kernel: str | RBF | None = None,
+        n_classes: int | None = None,
+        max_labels: int = DEFAULT_MAX_LABELS,
+        novel_class: bool = False,
+        leak: float | str | None = None,
+        prune: float = 0.0,
+        max_predict_draws: int = 200,
+        random_state: int | None = None,
+        **removed: Any,
+    ) -> None:
+        check_renamed(removed, "ORLRCV")
+        self.prior_scales = prior_scales
+        self.gammas = gammas
+        self.cv = cv
+        self.scoring = scoring
+        self.progress_bar = progress_bar
+        self.inference = inference
+        self.prior = prior
+        self.intercept_scale = intercept_scale
+        self.fit_intercept = fit_intercept
+        self.standardize = standardize
+        self.kernel = kernel
+        self.n_classes = n_classes
+        self.max_labels = max_labels
+        self.novel_class = novel_class
+        self.leak = leak
+        self.prune = prune
+        self.max_predict_draws = max_predict_draws
+        self.random_state = random_state
+
+    def _prior_scales(self) -> list[float | None]:
+        scales = list(self.prior_scales)
+        if not scales:
+            raise ValueError("prior_scales is empty: give at least one candidate scale")
+        return scales
+
+    def _check_model_params(self, method: Inference) -> None:
+        super()._check_model_params(method)
+        model_selection.check_cv_scoring(self.scoring)
+        if self.novel_class or self.leak is not None:
+            raise ValueError(
+                "ORLRCV chooses by the union model's held-out bag likelihood: with novel_class or leak, "
+                "fit ORLR with an explicit prior_scale"
+            )
+        if self.prior == "group_horseshoe":
+            raise ValueError(
+                "prior='group_horseshoe' learns its global shrinkage from the data; its prior_scale is the "
+                "slab (the largest plausible row size): fit ORLR with a prior_scale"
+            )
+        if self.gammas is not None:
+            for g in self.gammas:
+                RBF(gamma=g)  # a ValueError naming a bad width
+
+    def _hyperparameters(
+        self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int
+    ) -> tuple[float | None, float | None]:
+        rbf = self._rbf()
+        gammas: list[float | None] = [None]
+        if rbf is not None and self.gammas is not None:
+            gammas = [float(g) for g in self.gammas]
+        elif rbf is not None and rbf.gamma is not None:
+            gammas = [float(rbf.gamma)]
+        elif rbf is not None:
+            base = median_gamma(np.concatenate(feats), self._seed())
+            gammas = [base * f for f in model_selection.GAMMA_FACTORS]
+        scales = self._prior_scales()
+        if len(gammas) * len(scales) == 1:
+            return gammas[0], scales[0]
+        grid = [{**({} if g is None else {"gamma": g}), "prior_scale": sc} for g in gammas for sc in scales]
+        base = ORLR(**{k: getattr(self, k) for k in ORLR._get_param_names() if k != "prior_scale"})
+        chosen = select_by_bag_cv(
+            base, feats, label_sets, n_classes, grid, self.cv, self._seed(), self.scoring, self.progress_bar
+        )
+        self.cv_results_ = chosen.table
+        return chosen.best.get("gamma"), chosen.best["prior_scale"]
+
+
+def params_of_format_1(old: dict[str, Any], fitted: Mapping[str, Any]) -> dict[str, Any]:
+    """orlr-ppl 0.1's flat ``ORLR`` arguments (a format-1 ``metadata.json``) as today's.
+
+    The method's settings become its settings object; ``gamma``,
+    ``dictionary_size`` and ``nystroem`` an ``RBF``; an ``"auto"`` scale or
+    width the value the fit chose (``fitted``); layout and CV settings, which
+    shaped the fit but not the model, are dropped.
+    """
+    params = dict(old)
+    method = params.pop("method", "em")
+    taken = {k: params.pop(k) for k in list(params) if k in RENAMED}
+    rename = {"svi_steps": "num_steps", "num_samples": "num_draws"} if method == "svi" else {}
+    settings_class = methods.METHODS.get(method)
+    if settings_class is None:
+        raise ValueError(f"method={method!r} in a format-1 model: expected one of {tuple(methods.METHODS)}")
+    names = {f.name for f in dataclass_fields(settings_class)}
+    settings = {rename.get(k, k): v for k, v in taken.items() if rename.get(k, k) in names and v is not None}
+    params["inference"] = settings_class(**settings)
+    if params.get("prior_scale") == "auto":
+        params["prior_scale"] = fitted.get("prior_scale_")
+    if params.get("kernel") == "rbf":
+        gamma = fitted.get("kernel_gamma_") if taken.get("gamma") == "auto" else taken.get("gamma")
+        params["kernel"] = RBF(gamma, taken.get("dictionary_size"), bool(taken.get("nystroem", False)))
+    return params
+
+
+def _entropy(p: np.ndarray) -> np.ndarray:
+    """``-sum_c p_c log p_c`` over the last axis, with ``0 log 0 = 0``."""
+    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=-1)
+
+
+# -- fitting back ends: the inference layer's EM, MAP, NUTS and SVI, one call each --
+
+
+class PointFit(NamedTuple):
+    """An EM or MAP point estimate.
+
+    Attributes:
+        coef: (d, C) weights. intercept: (C,) intercepts.
+        log_posterior: the final log posterior. n_iter: iterations run.
+        converged: the stopping rule met ``tol``.
+        history: EM: (n_iter + 1,) log posterior per iteration; MAP: None.
+        leak: the learnt leak probability (``leak="learn"``), else None.
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    log_posterior: float
+    n_iter: int
+    converged: bool
+    history: np.ndarray | None
+    leak: float | None = None
+
+
+def fit_point(
+    data: ModelData,
+    method: EM | MAP,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool,
+    seed: int = 0,
+) -> PointFit:
+    """EM (stochastic EM's subsets drawn from ``seed``) or MAP by L-BFGS, with ``method``'s settings."""
+    from ..inference.em import fit_em
+    from ..inference.map import fit_map
+
+    scales = {"prior_scale": prior_scale, "intercept_scale": intercept_scale, "fit_intercept": fit_intercept}
+    if isinstance(method, EM):
+        res = fit_em(
+            data,
+            **scales,
+            max_iter=method.max_iter,
+            m_steps=method.m_steps,
+            tol=method.tol,
+            bag_fraction=method.bag_fraction,
+            seed=seed,
+        )
+        history = res.history
+    else:
+        res = fit_map(data, **scales, max_iter=method.max_iter, tol=method.tol)
+        history = None
+    coef, intercept = np.asarray(res.W), np.asarray(res.beta)
+    return PointFit(coef, intercept, res.log_posterior, res.n_iter, res.converged, history, res.leak)
+
+
+class PosteriorFit(NamedTuple):
+    """A NUTS or SVI posterior.
+
+    Attributes:
+        posterior: the draws, as ``arviz.InferenceData``.
+        losses: SVI: (num_steps,) the loss (negative ELBO) per step; NUTS: None.
+    """
+
+    posterior: az.InferenceData
+    losses: np.ndarray | None
+
+
+def fit_posterior(
+    data: ModelData,
+    method: NUTS | SVI,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool,
+    seed: int = 0,
+) -> PosteriorFit:
+    """Sample the posterior with NUTS, or fit an SVI guide and draw from it, with ``method``'s settings."""
+    from ..inference.chain_setup import check_whitenable, whitened_size
+    from ..inference.nuts import fit_nuts
+    from ..inference.svi import fit_svi
+
+    common = {
+        "prior_scale": prior_scale,
+        "intercept_scale": intercept_scale,
+        "fit_intercept": fit_intercept,
+        "seed": seed,
+        "progress_bar": method.progress_bar,
+    }
+    if isinstance(method, NUTS):
+        if method.whiten:
+            check_whitenable(whitened_size(data, fit_intercept))
+        if method.progress_bar and method.init == "map":  # seconds of compiling before NUTS's own bar
+            _say("NUTS: finding the MAP to start from (compiling)…")
+        start = (
+            nuts_start(data, prior_scale, intercept_scale, fit_intercept) if method.init == "map" else None
+        )
+        idata = fit_nuts(
+            data,
+            num_warmup=method.num_warmup,
+            num_samples=method.num_samples,
+            num_chains=method.num_chains,
+            max_num_samples=method.draw_budget(),
+            init_values=start,
+            dense_mass=method.dense_mass,
+            whiten=method.whiten,
+            target_accept_prob=method.acceptance(data.weight_prior),
+            **common,
+        )
+        return PosteriorFit(idata, None)
+    if method.progress_bar:  # NumPyro's bar appears only once the first step has compiled
+        _say("SVI: compiling the ELBO and its gradient…")
+    res = fit_svi(
+        data,
+        guide=method.guide,  # type: ignore[arg-type]
+        num_steps=method.num_steps,
+        learning_rate=method.learning_rate,
+        subsample_size=method.subsample_size,
+        num_draws=method.num_draws,
+        **common,
+    )
+    return PosteriorFit(res.posterior, res.losses)
+
+
+def _say(line: str) -> None:
+    """A progress line on stderr, where the bars are."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def nuts_start(
+    data: ModelData, prior_scale: float | None, intercept_scale: float | None, fit_intercept: bool
+) -> dict[str, np.ndarray]:
+    """Raw starting parameters for NUTS: the MAP under the same prior.
+
+    Returns ``W_raw`` (d, C - 1) and, with intercepts, ``beta_raw`` (C - 1,):
+    the MAP in the model's sum-to-zero basis.
+    """
+    from ..inference.map import fit_map
+    from ..model.numpyro_model import sum_to_zero_basis
+    from ..model.priors import horseshoe_start
+
+    # A few hundred L-BFGS steps cost less than the warmup iterations they save. The group
+    # horseshoe has no MAP: its start is the Normal prior's MAP of the same scale, in its sites.
+    horseshoe = data.weight_prior == "group_horseshoe"
+    point_data = data._replace(weight_prior="normal") if horseshoe else data
+    fit = fit_map(point_data, prior_scale, intercept_scale, tol=MAP_START_TOL, fit_intercept=fit_intercept)
+    basis = sum_to_zero_basis(data.n_outputs)
+    start = horseshoe_start(fit.W @ basis, prior_scale) if horseshoe else {"W_raw": fit.W @ basis}
+    if fit_intercept:
+        start["beta_raw"] = fit.beta @ basis
+    if fit.leak is not None and data.leak == "learn":
+        start["leak_logit"] = np.log(fit.leak) - np.log1p(-fit.leak)
+    return start
+
+
+class Draws(NamedTuple):
+    """Posterior means and the draws kept for prediction.
+
+    Attributes:
+        coef: (d, C) and intercept: (C,) the posterior means (over all draws).
+        coef_draws: (S, d, C) and intercept_draws: (S, C), S at most the
+            requested number, evenly thinned over all chains' draws.
+        leak: the posterior mean of a learnt leak, and leak_draws (S,) its
+            draws; None without one.
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    coef_draws: np.ndarray
+    intercept_draws: np.ndarray
+    leak: float | None = None
+    leak_draws: np.ndarray | None = None
+
+
+def thin_draws(idata: az.InferenceData, max_draws: int) -> Draws:
+    """Posterior means of ``W``, ``beta`` (and ``leak``), and at most ``max_draws`` draws, evenly spaced."""
+    w = np.asarray(idata.posterior["W"]).reshape((-1,) + idata.posterior["W"].shape[2:])
+    b = np.asarray(idata.posterior["beta"]).reshape(w.shape[0], -1)
+    keep = np.unique(np.linspace(0, w.shape[0] - 1, min(max_draws, w.shape[0])).astype(int))
+    if "leak" not in idata.posterior:
+        return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep])
+    leak = np.asarray(idata.posterior["leak"]).reshape(-1)
+    return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep], float(leak.mean()), leak[keep])
+
+
+def read_posterior(nc: Path) -> az.InferenceData:
+    """Read a saved ``posterior.nc`` into memory (ValueError naming the file if it cannot be read)."""
+    from ..inference.inference_data import az
+
+    try:
+        # Eager: read into memory and close the file, so the model can be saved over its own folder.
+        with az.rc_context({"data.load": "eager"}):
+            idata = az.from_netcdf(str(nc))
+    except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # netCDF4, h5py and xarray differ
+        raise ValueError(f"{nc} is unreadable (truncated or not netCDF?): {err}; re-save the model") from err
+    posterior = getattr(idata, "posterior", None)
+    if posterior is None or not {"W", "beta"} <= set(posterior.data_vars):
+        raise ValueError(f"{nc} holds no posterior draws of W and beta: re-save the model")
+    return idata
+
+
+def pruned(
+    feats: list[np.ndarray], label_sets: list[Any], fraction: float
+) -> tuple[list[np.ndarray], list[Any], list[int]]:
+    """The bags left after pruning (Pham, Raich & Fern, 6.6.2), and the input indices left out.
+
+    The ``floor(fraction * B)`` bags with the most DP work (``dp.packing.dp_work``,
+    ties to the earlier bag) are left out: a few bags with many labels can
+    cost more than all the others together.
+    """
+    if not 0.0 <= float(fraction) < 1.0:
+        raise ValueError(f"prune={fraction}: give the fraction of bags to leave out, in [0, 1)")
+    n_out = int(np.floor(float(fraction) * len(feats)))
+    if n_out == 0:
+        return feats, label_sets, []
+    work = dp_work([len(x) for x in feats], [len(set(s)) for s in label_sets])
+    out = np.sort(np.argsort(-work, kind="stable")[:n_out])
+    keep = np.setdiff1d(np.arange(len(feats)), out)
+    return [feats[i] for i in keep], [label_sets[i] for i in keep], out.tolist()
+
+
+def pack_draw_inputs(
+    feats: list[np.ndarray], sets: list[np.ndarray], layout: Layout | None
+) -> tuple[jax.Array, PackedBags]:
+    """Flat features (rows, d) and packing for ``dp.ragged.linear_posteriors``, on canonical shapes.
+
+    The fit's layout where it covers these bags (a cross-validation's training
+    folds), so that every fold's transductive predictions share one program.
+    """
+    n_inst = [len(x) for x in feats]
+    try:
+        flat, packed = pack_canonical(np.concatenate(feats), n_inst, sets, layout)
+    except ValueError:  # bags the layout does not cover
+        flat, packed = pack_canonical(np.concatenate(feats), n_inst, sets)
+    return jnp.asarray(flat), packed  # float32 unless jax_enable_x64

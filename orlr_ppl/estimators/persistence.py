@@ -42,12 +42,18 @@ READ_ERRORS = (
 REQUIRED_KEYS = {"package": str, "estimator": str, "params": dict, "n_classes": int, "n_features": int}
 OPTIONAL_KEYS = {
     "version": str,
+    "format": int,
     "training_data": dict,
     "class_names": list,
     "feature_names": list,
     "fitted": dict,
 }
 """The keys of ``metadata.json`` and their JSON types (optional ones may also be null)."""
+
+FORMAT = 2
+"""The folder format ``save`` writes. 1 (no ``format`` key): orlr-ppl 0.1's flat ``ORLR`` arguments
+(``method=``, ``num_chains=``, ...), read by translating them; 2: ``ORLR(inference=..., kernel=...)``,
+the settings objects as JSON objects."""
 
 FIX = "re-save the model with orlr-ppl (or restore the file from a backup)"
 
@@ -166,6 +172,17 @@ def check_metadata(meta: Mapping[str, Any], meta_file: Path) -> None:
             raise ValueError(
                 f"{meta_file}: 'fitted' holds {name!r}, which is no fitted attribute name: {FIX}"
             )
+
+
+def check_format(meta: Mapping[str, Any], meta_file: Path) -> int:
+    """The folder's format (1 when it names none); a ValueError naming it when this version cannot read it."""
+    fmt = meta.get("format") or 1
+    if not 1 <= fmt <= FORMAT:
+        raise ValueError(
+            f"{meta_file}: model format {fmt}, saved by orlr-ppl {meta.get('version', '?')}; this is "
+            f"orlr-ppl {__version__}, which reads formats 1 to {FORMAT}: upgrade orlr-ppl to load it"
+        )
+    return fmt
 
 
 def _json_name(kind: type) -> str:

@@ -22,7 +22,6 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
 from ..data.container import MIMLData
@@ -112,7 +111,7 @@ def fold_scores(model: Any, train: MIMLData, test: MIMLData) -> dict[str, float]
 def fold_layout(trains: Sequence[MIMLData]) -> Layout:
     """The packing ``Layout`` that every training fold fits (``dp.packing.shared_layout``).
 
-    ``cross_validate`` gives it to the models with ``canonical_shapes=True``:
+    ``cross_validate`` gives it to every ORLR it fits (``ORLR._shared_layout``):
     folds then differ in no bucket (even a label-set size that one fold lacks
     keeps its bucket, empty), so a sampler compiles its chain program once.
     """
@@ -161,10 +160,8 @@ def cross_validate(
                 # at infinity) rarely meets tol, by design; a warning per fold would only bury the table.
                 warnings.filterwarnings("ignore", message="EM stopped after", category=ConvergenceWarning)
                 model = make()
-                if (
-                    getattr(model, "get_params", dict)().get("canonical_shapes") is True
-                ):  # folds share a program
-                    model.set_params(canonical_shapes=layout)
+                if hasattr(model, "_shared_layout"):  # ORLR: every fold packs into one layout, one program
+                    model._shared_layout = layout
                 model = model.fit(train)
             seconds = time.perf_counter() - t0
             fitted.append(model)
@@ -172,11 +169,5 @@ def cross_validate(
                 rows[name].setdefault(k, []).append(float(v))
             if on_fold is not None:
                 on_fold(name, fold)
-        # A model whose bags were packed tight compiles anew for every fold, and a long run's
-        # compiled code exhausted the process's memory maps (LLVM "Cannot allocate memory", then
-        # a crash). Fits on canonical shapes reuse their programs across folds, so the caches are
-        # cleared only after a fold that packed tight.
-        if any(getattr(m, "canonical_shapes_", True) is False for m in fitted):
-            jax.clear_caches()
     scores = {name: {k: np.asarray(v) for k, v in per.items()} for name, per in rows.items()}
     return CVResult(protocol, scores, n_folds, seed)

@@ -122,10 +122,10 @@ def check_whitenable(n_params: int) -> None:
     if n_params > MAX_WHITENED:
         gb = 3 * 8 * n_params**2 / 1e9
         raise ValueError(
-            f"whiten=True: this fit has {n_params:,} weights and intercepts to whiten, and the whitening "
-            f"keeps dense {n_params:,} x {n_params:,} matrices (about {gb:,.0f} GB); at most "
-            f"{MAX_WHITENED:,} are supported. Use fewer features (a kernel fit: dictionary_size or "
-            "nystroem=True with a smaller dictionary), or whiten=False"
+            f"NUTS(whiten=True): this fit has {n_params:,} weights and intercepts to whiten, and the "
+            f"whitening keeps dense {n_params:,} x {n_params:,} matrices (about {gb:,.0f} GB); at most "
+            f"{MAX_WHITENED:,} are supported. Use fewer features (a kernel fit: RBF(dictionary_size=...) or "
+            "RBF(nystroem=True) with a smaller dictionary), or whiten=False"
         )
 
 

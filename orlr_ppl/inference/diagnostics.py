@@ -23,38 +23,28 @@ parameter that is exactly constant over all draws (``beta`` when
 ``diagnose(idata)`` runs every check and returns a ``Diagnostics``;
 ``warn_if_unconverged`` issues one ``ConvergenceWarning``: a short paragraph of what failed and what
 to try next (``warning_message``); ``Diagnostics.problems`` keeps every check in full.
-EM and MAP fits report ``PointDiagnostics`` (``optimizer_diagnostics``), which
-live in ``point_diagnostics`` (no ArviZ needed) and are re-exported here.
+EM and MAP fits report ``PointDiagnostics`` (``optimizer_diagnostics``): whether the optimiser
+met its tolerance.
+
+The module reads in four parts: the EM/MAP stopping report; the per-scalar tables
+(``convergence_table``, ``chain_means``, ``divergent_draw_ranks``, which share their row labels
+``W[x-box, j]``, ``beta[j]``, ... so a row of one is found in the others); what the divergence
+sentence adds (where the divergent draws sit, what to try next); and the checks themselves.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-# Re-exported (DIVERGENT_Z, the tables): the divergence sentence's additions (``divergences``) and
-# the per-scalar tables live in their own modules, the checks on them here.
-from .divergences import DIVERGENT_Z as DIVERGENT_Z
-from .divergences import divergence_places, divergence_remedy
-from .inference_data import az
-
-# Re-exported: the estimators and the tests import the EM/MAP report from here (point_diagnostics
-# needs neither ArviZ nor this module, so there is no cycle); then the tables.
-from .point_diagnostics import OPTIMIZERS as OPTIMIZERS
-from .point_diagnostics import PointDiagnostics as PointDiagnostics
-from .point_diagnostics import count_noun as _count
-from .point_diagnostics import optimizer_diagnostics as optimizer_diagnostics
-from .posterior_tables import INTERPRETABLE as INTERPRETABLE
-from .posterior_tables import TABLE_COLUMNS as TABLE_COLUMNS
-from .posterior_tables import chain_means as chain_means
-from .posterior_tables import chain_tables, quiet_arviz
-from .posterior_tables import convergence_table as convergence_table
-from .posterior_tables import divergent_draw_ranks as divergent_draw_ranks
+from .inference_data import RAW_SITES, az, with_names
 
 RHAT_MAX = 1.01
 """Largest acceptable split R-hat."""
@@ -235,25 +225,26 @@ def convergence_problems(
         elif stats.get("n_chains", 2) < 2:
             problems.append(
                 "R-hat needs at least 2 chains to check that they agree, and this fit has 1: "
-                "set num_chains=2 or more"
+                "set NUTS(num_chains=2) or more"
             )
         elif len(bad):
             problems.append(
-                f"R-hat above {RHAT_MAX} for {_count(len(bad), 'parameter')} "
+                f"R-hat above {RHAT_MAX} for {count_noun(len(bad), 'parameter')} "
                 f"(worst: {_worst(bad, largest=True, fmt='.3f')}{_spread(bad, table, means)})"
             )
         for column, label in (("ess_bulk", "bulk"), ("ess_tail", "tail")):
             bad = failures[column]
             if len(bad):
                 problems.append(
-                    f"{label} ESS below {ESS_MIN} for {_count(len(bad), 'parameter')} "
+                    f"{label} ESS below {ESS_MIN} for {count_noun(len(bad), 'parameter')} "
                     f"(worst: {_worst(bad, largest=False, fmt='.0f')})"
                 )
     total = stats.get("n_chains", 0) * stats.get("n_draws", 0)
     n_div = stats.get("n_divergent")
     if mcmc and n_div is not None and n_div > MAX_DIVERGENT:
         problems.append(
-            f"{_count(n_div, 'divergent transition')} ({100 * n_div / max(total, 1):.1f}% of {total} draws): "
+            f"{count_noun(n_div, 'divergent transition')} "
+            f"({100 * n_div / max(total, 1):.1f}% of {total} draws): "
             "the sampler missed regions of high curvature, so the draws may be biased"
             + divergence_places(stats, divergence_ranks)
             + divergence_remedy(stats.get("target_accept_prob"))
@@ -261,7 +252,7 @@ def convergence_problems(
     at_max = stats.get("n_at_max_treedepth")
     if mcmc and at_max:
         problems.append(
-            f"{_count(at_max, 'transition')} ({100 * at_max / max(total, 1):.1f}%) hit the maximum tree "
+            f"{count_noun(at_max, 'transition')} ({100 * at_max / max(total, 1):.1f}%) hit the maximum tree "
             f"depth {stats.get('max_tree_depth')}: trajectories were cut short and explore slowly"
         )
     bfmi = stats.get("bfmi")
@@ -320,8 +311,8 @@ class Diagnostics(NamedTuple):
                 f" (extended from {planned}: unconverged)" if planned and planned < s["n_draws"] else ""
             )
             lines.append(
-                f"NUTS: {_count(s['n_chains'], 'chain')} x {s['n_draws']} draws{extended}, "
-                f"{_count(len(t), 'parameter')}"
+                f"NUTS: {count_noun(s['n_chains'], 'chain')} x {s['n_draws']} draws{extended}, "
+                f"{count_noun(len(t), 'parameter')}"
             )
             lines.append(
                 f"max R-hat {_fmt(r_hat.max() if len(r_hat) else None, '.3f')}"
@@ -347,7 +338,7 @@ class Diagnostics(NamedTuple):
                 f"({100 * s['loo_high_k_share']:.1f}%) with Pareto k̂ > {PARETO_K_MAX}"
             )
         verdict = (
-            "converged" if self.converged else f"NOT converged ({_count(len(self.problems), 'problem')})"
+            "converged" if self.converged else f"NOT converged ({count_noun(len(self.problems), 'problem')})"
         )
         lines.append(f"verdict: {verdict}")
         return lines
@@ -420,9 +411,9 @@ def failure_figures(diagnostics: Diagnostics) -> list[str]:
                     f"{label} ESS down to {_fmt(worst.min(), '.0f')} ({worst.idxmin()}) against {ESS_MIN}"
                 )
     if s["mcmc"] and (s.get("n_divergent") or 0) > MAX_DIVERGENT:
-        out.append(_count(s["n_divergent"], "divergent transition"))
+        out.append(count_noun(s["n_divergent"], "divergent transition"))
     if s["mcmc"] and s.get("n_at_max_treedepth"):
-        out.append(f"{_count(s['n_at_max_treedepth'], 'transition')} at the tree-depth cap")
+        out.append(f"{count_noun(s['n_at_max_treedepth'], 'transition')} at the tree-depth cap")
     low = [v for v in (s.get("bfmi") or []) if not v >= BFMI_MIN] if s["mcmc"] else []
     if low:
         out.append(f"E-BFMI down to {min(low):.2f} against {BFMI_MIN}")
@@ -441,21 +432,27 @@ def next_step(diagnostics: Diagnostics) -> str:
     for slow mixing; a longer warmup for low E-BFMI; for k̂ alone, what it means."""
     s = diagnostics.sampler
     if not s["mcmc"]:
-        return "fit the guide longer (svi_steps), try guide='lowrank', or sample with method='nuts'"
+        return (
+            "fit the guide longer (SVI(num_steps=...)), try SVI(guide='lowrank'), or sample with "
+            "inference='nuts'"
+        )
     if s.get("interrupted"):
         return "run the fit again and let it finish"
     if (s.get("n_divergent") or 0) > MAX_DIVERGENT:
         return divergence_remedy(s.get("target_accept_prob")).removeprefix("; ") or (
-            "refit with a higher target_accept (e.g. 0.95)"
+            "refit with a higher NUTS(target_accept=...) (e.g. 0.95)"
         )
     slow = len(failing_parameters(diagnostics)) > 0 or s.get("n_chains", 2) < 2
-    more = f"run more chains or longer ones (num_chains=4, num_samples={2 * max(int(s['n_draws']), 500)})"
+    draws = 2 * max(int(s["n_draws"]), 500)
+    more = f"run more chains or longer ones (NUTS(num_chains=4, num_samples={draws}))"
     if slow and int(s["n_draws"]) < SHORT_RUN:  # too short a run to say more
         return more
     if diagnostics.note:
         return diagnostics.note
     if s.get("n_at_max_treedepth"):
-        return "trajectories were cut short; adapt a dense mass matrix (dense_mass=True, num_warmup=1000)"
+        return (
+            "trajectories were cut short; adapt a dense mass matrix (NUTS(dense_mass=True, num_warmup=1000))"
+        )
     if slow:
         return more
     if any(not v >= BFMI_MIN for v in (s.get("bfmi") or [])):
@@ -487,3 +484,310 @@ def warn_if_unconverged(
     if result.problems:
         warnings.warn(warning_message(result), ConvergenceWarning, stacklevel=stacklevel + 1)
     return result
+
+
+# -- the EM/MAP stopping report ----------------------------------------------------
+
+
+def count_noun(n: int, noun: str) -> str:
+    """``"1 iteration"``, ``"3 iterations"``: ``n`` and the noun, plural unless ``n == 1``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+OPTIMIZERS = {"em": "EM", "map": "MAP (L-BFGS)"}
+
+
+class PointDiagnostics(NamedTuple):
+    """Stopping report of an EM or MAP fit (``ORLR.diagnostics()`` for ``inference="em"|"map"``).
+
+    Attributes:
+        method: "em" or "map".
+        converged: the relative change of the log posterior fell below ``tol``
+            (EM), or L-BFGS met its tolerances (MAP).
+        n_iter: iterations run; max_iter, tol: the settings.
+        relative_change: ``|lp_T - lp_{T-1}| / max(|lp_{T-1}|, 1)`` at the last
+            EM iteration; None for MAP, or an EM model loaded from disk (the
+            history is not saved).
+        problems: one sentence when not converged, else empty (also for
+            stochastic EM, whose fixed budget is its setting, not a failure).
+        bag_fraction: stochastic EM's fraction of bags per iteration; None
+            for EM on every bag, and for MAP.
+    """
+
+    method: str
+    converged: bool
+    n_iter: int
+    max_iter: int
+    tol: float
+    relative_change: float | None
+    problems: list[str]
+    bag_fraction: float | None = None
+
+    def summary_lines(self) -> list[str]:
+        """One line: iterations, final relative change and the verdict."""
+        iterations = count_noun(self.n_iter, "iteration")
+        if self.bag_fraction is not None:
+            return [
+                f"stochastic EM ({self.bag_fraction:g} of the bags per iteration): {iterations} "
+                f"(max_iter={self.max_iter}), a fixed budget with no stopping test"
+            ]
+        change = "" if self.relative_change is None else f", final relative change {self.relative_change:.2g}"
+        verdict = "converged" if self.converged else "NOT converged"
+        return [f"{OPTIMIZERS[self.method]}: {iterations} (max_iter={self.max_iter}){change}; {verdict}"]
+
+    def summary(self) -> str:
+        return "\n".join(self.summary_lines())
+
+    def __str__(self) -> str:
+        """What ``print`` shows: the summary, then the problem in full."""
+        return "\n".join([*self.summary_lines(), *(f"- {p}" for p in self.problems)])
+
+
+def optimizer_diagnostics(
+    method: str,
+    converged: bool,
+    n_iter: int,
+    max_iter: int,
+    tol: float,
+    relative_change: float | None = None,
+    bag_fraction: float | None = None,
+) -> PointDiagnostics:
+    """``PointDiagnostics`` with the problem sentence of an EM/MAP fit that did not converge.
+
+    ``bag_fraction`` (stochastic EM) reports a fixed budget instead: no problem.
+    """
+    if method not in OPTIMIZERS:
+        raise ValueError(f"method={method!r}: point diagnostics are for {tuple(OPTIMIZERS)}")
+    problems = []
+    if not converged and bag_fraction is None:
+        iterations = count_noun(n_iter, "iteration")
+        problem = f"{OPTIMIZERS[method]} stopped after {iterations} without meeting tol={tol:g}"
+        if n_iter < max_iter:
+            # L-BFGS can stop early when its line search fails (e.g. float32 round-off near the optimum).
+            problem += f" (its line search failed before max_iter={max_iter}); try float64 or a prior_scale"
+        else:
+            problem += "; raise max_iter"
+        problems.append(problem)
+    settings = (int(n_iter), int(max_iter), float(tol))
+    return PointDiagnostics(method, bool(converged), *settings, relative_change, problems, bag_fraction)
+
+
+# -- per-scalar tables: convergence statistics, chain means, divergent draws' ranks --
+
+
+TABLE_COLUMNS = ["mean", "sd", "r_hat", "ess_bulk", "ess_tail"]
+"""``convergence_table``'s columns."""
+INTERPRETABLE = ("W", "beta", "leak", "tau", "lam")
+"""The sites the tables list first, in this order (then any other latent site, never the raw ones)."""
+
+
+@contextmanager
+def quiet_arviz() -> Iterator[None]:
+    """Silence ArviZ's own warnings and log lines while it computes.
+
+    E.g. "Shape validation failed" for one chain, or high Pareto k-hat: the
+    checks of ``diagnostics`` report the same facts as problems.
+    """
+    logger = logging.getLogger("arviz")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _table_vars(posterior) -> list[str]:
+    """``W``, ``beta``, then any other latent site, in the posterior's order; never the raw sites."""
+    first = [v for v in INTERPRETABLE if v in posterior.data_vars]
+    rest = [v for v in posterior.data_vars if v not in (*INTERPRETABLE, *RAW_SITES)]
+    return first + rest
+
+
+def convergence_table(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Per-scalar posterior mean, sd, R-hat and bulk/tail ESS of the interpretable parameters.
+
+    Args:
+        idata: with a ``posterior`` group of (chain, draw, ...) variables.
+        class_names, feature_names: relabel the ``class`` / ``feature``
+            coordinates, so rows read ``W[x-box, j]``; default: the
+            coordinates as stored (``W[3, 9]`` unless the fit had names).
+    Returns:
+        One row per scalar of ``W`` (d * C rows), ``beta`` (C) and any other
+        latent site, in ArviZ's order, with columns ``TABLE_COLUMNS``
+        (unrounded; R-hat is NaN for a parameter constant over all draws,
+        and for every parameter when there is only one chain).
+    """
+    named = with_names(idata, class_names, feature_names)
+    names = _table_vars(named.posterior)
+    if not names:
+        raise ValueError("the posterior has no W, beta or other latent site to check")
+    # Constant parameters (beta without an intercept) give 0/0 in R-hat: NaN, and ArviZ says so.
+    with quiet_arviz():
+        table = az.summary(named.posterior[names], kind="all", round_to="none")
+    return table[TABLE_COLUMNS]
+
+
+def _scalar_draws(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None,
+    feature_names: Sequence[str] | None,
+) -> dict[str, np.ndarray]:
+    """Each scalar of the table's sites as its (chain, draw) array, keyed by its table row label."""
+    named = with_names(idata, class_names, feature_names)
+    names = _table_vars(named.posterior)
+    labeller = az.labels.BaseLabeller()  # ArviZ's own row labels, as az.summary writes them
+    scalars = az.sel_utils.xarray_var_iter(
+        named.posterior[names], var_names=names, skip_dims={"chain", "draw"}
+    )
+    return {labeller.make_label_flat(var, sel, isel): np.asarray(v) for var, sel, isel, v in scalars}
+
+
+def chain_means(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Per-chain posterior mean of every scalar of ``convergence_table``, on the same row labels.
+
+    A high R-hat or a low bulk ESS comes from chains that sit in different
+    places (separate modes: more draws will not join them) or from chains that
+    wander slowly (more draws will); the chains' means of the worst scalar tell
+    the two apart.
+
+    Returns:
+        (scalars, n_chains) frame, index as ``convergence_table``'s, columns
+        the chain numbers.
+    """
+    return _chain_means(_scalar_draws(idata, class_names, feature_names), int(idata.posterior.sizes["chain"]))
+
+
+def _chain_means(draws: dict[str, np.ndarray], n_chains: int) -> pd.DataFrame:
+    rows = {label: values.mean(axis=1) for label, values in draws.items()}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(range(n_chains)))
+
+
+DIVERGENT_RANK_COLUMNS = ["mean_rank", "z"]
+"""``divergent_draw_ranks``'s columns."""
+
+
+def divergent_draw_ranks(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Where the divergent draws sit in each scalar's posterior: the mean rank of their values.
+
+    Divergences that cluster at one end of a parameter (small ``tau``: the
+    funnel's neck) point at the geometry the sampler cannot follow; spread at
+    random, they point nowhere. Each scalar's ``N`` draws (all chains) are
+    ranked, ties averaged, and scaled to ``u = (rank - 1/2) / N`` in (0, 1);
+    ``mean_rank`` is the mean ``u`` over the ``m`` divergent draws. Were those
+    ``m`` draws a random subset, ``mean_rank`` would have mean 1/2 and
+    variance ``(N^2 - 1) / (12 N^2 m) * (N - m) / (N - 1)`` (sampling without
+    replacement), and ``z`` is its deviation in those sds.
+
+    Args:
+        idata: with ``posterior`` and ``sample_stats.diverging`` (chain, draw).
+        class_names, feature_names: as in ``convergence_table``.
+    Returns:
+        (scalars, 2) frame, columns ``DIVERGENT_RANK_COLUMNS``, index as
+        ``convergence_table``'s, sorted by ``|z|``, largest first; empty when
+        there is no ``sample_stats.diverging``, no divergent draw, or every
+        draw diverged. A scalar constant over all draws has ``z`` 0.
+    """
+    divergent = _divergent(idata)
+    draws = {} if divergent is None else _scalar_draws(idata, class_names, feature_names)
+    return _divergent_ranks(draws, divergent)
+
+
+def chain_tables(
+    idata: az.InferenceData,
+    class_names: Sequence[str] | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(chain_means, divergent_draw_ranks)`` of ``idata``, its draws read once for both."""
+    draws = _scalar_draws(idata, class_names, feature_names)
+    means = _chain_means(draws, int(idata.posterior.sizes["chain"]))
+    return means, _divergent_ranks(draws, _divergent(idata))
+
+
+def _divergent(idata: az.InferenceData) -> np.ndarray | None:
+    """The (chain * draw,) divergence flags; None when the ranks are undefined (none, all, or no stats)."""
+    stats = idata.sample_stats if "sample_stats" in idata.groups() else None
+    if stats is None or "diverging" not in stats:
+        return None
+    divergent = np.asarray(stats["diverging"], bool).ravel()
+    return divergent if 0 < divergent.sum() < divergent.size else None
+
+
+def _divergent_ranks(draws: dict[str, np.ndarray], divergent: np.ndarray | None) -> pd.DataFrame:
+    if divergent is None:
+        return pd.DataFrame(columns=DIVERGENT_RANK_COLUMNS, dtype=float)
+    from scipy.stats import rankdata
+
+    n, m = divergent.size, int(divergent.sum())
+    labels = list(draws)
+    values = np.stack([draws[label].ravel() for label in labels], axis=1)  # (N, scalars)
+    u = (rankdata(values, axis=0) - 0.5) / n
+    mean_rank = u[divergent].mean(axis=0)
+    sd = np.sqrt((n**2 - 1) / (12 * n**2 * m) * (n - m) / max(n - 1, 1))
+    z = np.where(np.ptp(values, axis=0) > 0, (mean_rank - 0.5) / sd, 0.0)
+    table = pd.DataFrame({"mean_rank": mean_rank, "z": z}, index=labels)
+    return table.iloc[np.argsort(-np.abs(z), kind="stable")]
+
+
+# -- the divergence sentence: where the divergent draws sit, and what to try next ---
+
+
+DIVERGENT_Z = 4.0
+"""``|z|`` of ``divergent_draw_ranks`` above which the divergence sentence names a
+parameter: divergent draws that far from a random subset of its draws (two-sided p below 1e-4 each,
+so among a few hundred scalars chance names one in a few dozen fits)."""
+N_DIVERGENT_NAMED = 3
+"""Parameters named where the divergent draws sit, furthest first."""
+
+
+def divergence_remedy(target: float | None) -> str:
+    """What to try after divergences, given the fit's target acceptance (None: not recorded)."""
+    if target is None:
+        return ""
+    if target >= 0.99:
+        return (
+            f"; the fit's target acceptance, {target:.2f}, is already high: reparametrise the model "
+            "or change its prior"
+        )
+    # A higher target makes warmup adapt a smaller step, which follows curvature that a larger
+    # step jumps over (the group horseshoe on HJA union diverges at 0.8: REPRODUCTION.md).
+    higher = 0.95 if target < 0.95 else 0.99
+    return (
+        f"; refit with a target acceptance above this fit's {target:.2f} (NUTS(target_accept=...), e.g. "
+        f"{higher:.2f}), so that warmup adapts smaller steps"
+    )
+
+
+def divergence_places(stats: dict[str, Any], ranks: pd.DataFrame | None) -> str:
+    """``"; per chain 0, 31, 0, 0; divergent draws sit at low tau (mean rank 0.04, z -8.1)"``.
+
+    Chains are listed when there are several; parameters when their divergent draws sit
+    ``DIVERGENT_Z`` sds or more from a random subset (``divergent_draw_ranks``), up to
+    ``N_DIVERGENT_NAMED``, furthest first.
+    """
+    out = ""
+    per_chain = stats.get("n_divergent_per_chain")
+    if per_chain is not None and len(per_chain) > 1:
+        out += "; per chain " + ", ".join(str(v) for v in per_chain)
+    if ranks is not None and len(ranks):
+        far = ranks[ranks["z"].abs() >= DIVERGENT_Z].iloc[:N_DIVERGENT_NAMED]
+        if len(far):
+            out += "; divergent draws sit at " + ", ".join(
+                f"{'low' if row.z < 0 else 'high'} {name} (mean rank {row.mean_rank:.2f}, z {row.z:+.1f})"
+                for name, row in far.iterrows()
+            )
+    return out

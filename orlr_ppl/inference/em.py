@@ -71,6 +71,7 @@ from ..model.numpyro_model import (
 from ..model.priors import group_laplace_log_prob, l21_log_prior
 from ..model.sharding import is_sharded
 from .leak_step import leak_update
+from .methods import EM
 from .prox import lipschitz_bound, proximal_steps
 from .stochastic_em import draw_bags, sample_sizes, weighted
 
@@ -341,12 +342,12 @@ def fit_em(
     data: ModelData,
     prior_scale: float | None = None,
     intercept_scale: float | None = None,
-    max_iter: int = 50,
-    tol: float = 1e-6,
-    m_steps: int = 10,
+    max_iter: int = EM.max_iter,
+    tol: float = EM.tol,
+    m_steps: int = EM.m_steps,
     init: dict[str, Array] | None = None,
     fit_intercept: bool = True,
-    bag_fraction: float = 1.0,
+    bag_fraction: float = EM.bag_fraction,
     seed: int = 0,
 ) -> EMResult:
     """Fit by generalised EM.

@@ -22,6 +22,7 @@ from ..model.numpyro_model import (
 )
 from ..model.priors import group_laplace_log_normalizer
 from .lbfgs import minimize_lbfgs
+from .methods import MAP
 from .prox import FistaResult, fista, lipschitz_bound
 
 
@@ -49,8 +50,8 @@ def fit_map(
     data: ModelData,
     prior_scale: float | None = 1.0,
     intercept_scale: float | None = 10.0,
-    max_iter: int = 500,
-    tol: float = 1e-9,
+    max_iter: int = MAP.max_iter,
+    tol: float = MAP.tol,
     fit_intercept: bool = True,
 ) -> MAPResult:
     """Maximise ``orlr_model``'s log posterior with scipy's L-BFGS-B.

@@ -71,6 +71,7 @@ from .chain_setup import (
     to_model,
 )
 from .inference_data import az, inference_data, tree_depth, with_derived, zeros_init
+from .methods import NUTS
 
 Array = jax.Array
 
@@ -382,9 +383,9 @@ def fit_nuts(
     prior_scale: float | None = 1.0,
     intercept_scale: float | None = 10.0,
     fit_intercept: bool = True,
-    num_warmup: int = 500,
-    num_samples: int = 500,
-    num_chains: int = 2,
+    num_warmup: int = NUTS.num_warmup,
+    num_samples: int = NUTS.num_samples,
+    num_chains: int = NUTS.num_chains,
     seed: int = 0,
     progress_bar: bool = False,
     init_values: dict[str, jax.Array] | None = None,

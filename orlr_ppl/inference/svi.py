@@ -13,6 +13,7 @@ from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 
 from ..model.numpyro_model import ModelData, orlr_model
 from .inference_data import az, inference_data, with_derived, zeros_init
+from .methods import SVI as SVISettings
 
 
 class SVIResult(NamedTuple):
@@ -49,11 +50,11 @@ def fit_svi(
     prior_scale: float | None = 1.0,
     intercept_scale: float | None = 10.0,
     fit_intercept: bool = True,
-    guide: Literal["normal", "lowrank"] = "normal",
-    num_steps: int = 3000,
-    learning_rate: float = 0.01,
-    subsample_size: int | None = None,
-    num_draws: int = 500,
+    guide: Literal["normal", "lowrank"] = SVISettings.guide,  # type: ignore[assignment]
+    num_steps: int = SVISettings.num_steps,
+    learning_rate: float = SVISettings.learning_rate,
+    subsample_size: int | None = SVISettings.subsample_size,
+    num_draws: int = SVISettings.num_draws,
     seed: int = 0,
     progress_bar: bool = False,
 ) -> SVIResult:

@@ -1,5 +1,7 @@
-"""The benchmarks' runs in parts (``benchmarks/kernel_orlr.py``): saved lines, their environment,
-and ``--summarise`` over parts saved at different times."""
+"""The benchmarks' shared harness (``benchmarks.harness``): runs in parts, their saved lines and
+environment, ``--summarise`` over parts saved at different times; and the pieces of
+``reproduction.shrinkage_vs_l21`` its recorded result rests on (the quantile map, the rerun rule,
+the goal's reading)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,12 @@ import argparse
 import json
 import platform
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-import kernel_orlr  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+from benchmarks import harness
 
 SETTINGS = {"dataset": "letter-frost", "folds": 3, "what": "a stub"}
 
@@ -35,7 +34,7 @@ def test_the_environment_names_the_commit_the_libraries_and_the_devices() -> Non
     import jax
     import numpy
 
-    env = kernel_orlr.environment()
+    env = harness.environment()
     assert set(env) == {
         "commit",
         "python",
@@ -48,7 +47,7 @@ def test_the_environment_names_the_commit_the_libraries_and_the_devices() -> Non
         "devices",
         "cpu",
     }
-    assert env["cpu"] and env["cpu"] == kernel_orlr.cpu()
+    assert env["cpu"] and env["cpu"] == harness.cpu()
     assert env["jax"] == jax.__version__ and env["numpy"] == numpy.__version__
     assert env["backend"] == jax.default_backend() and env["devices"] == jax.device_count()
     assert env["commit"] is None or re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", env["commit"])
@@ -58,23 +57,23 @@ def test_the_environment_names_the_commit_the_libraries_and_the_devices() -> Non
 def test_the_cpu_is_read_from_the_first_processor_of_cpuinfo() -> None:
     block = "processor\t: {n}\nmodel name\t: AMD EPYC\ncpu family\t: 26\nmodel\t\t: 2\nflags\t\t: {flags}\n"
     two = block.format(n=0, flags="fpu sse2 avx2 avx512f avx512bw") + "\n" + block.format(n=1, flags="x")
-    assert kernel_orlr.cpu_from_cpuinfo(two) == "AMD EPYC, cpu family 26, model 2, avx512"
+    assert harness.cpu_from_cpuinfo(two) == "AMD EPYC, cpu family 26, model 2, avx512"
     # Only AVX-512 Foundation counts: avx512_bf16 alone names an extension of it.
-    assert kernel_orlr.cpu_from_cpuinfo(block.format(n=0, flags="avx2 avx512_bf16")).endswith("model 2")
-    assert kernel_orlr.cpu_from_cpuinfo("vendor_id\t: X\n").startswith(platform.machine())
+    assert harness.cpu_from_cpuinfo(block.format(n=0, flags="avx2 avx512_bf16")).endswith("model 2")
+    assert harness.cpu_from_cpuinfo("vendor_id\t: X\n").startswith(platform.machine())
 
 
 def test_parts_saved_apart_summarise_as_one_run_and_name_their_environments(tmp_path: Path, capsys) -> None:
     save = tmp_path / "rows.jsonl"
-    kernel_orlr.run_in_parts(_args(save, "2"), SETTINGS, _fit, lambda rows, folds: None)
-    kernel_orlr.run_in_parts(_args(save, "0,1"), SETTINGS, _fit, lambda rows, folds: None)
+    harness.run_in_parts(_args(save, "2"), SETTINGS, _fit, lambda rows, folds: None)
+    harness.run_in_parts(_args(save, "0,1"), SETTINGS, _fit, lambda rows, folds: None)
     lines = [json.loads(line) for line in save.read_text().splitlines()]
     assert [line["fold"] for line in lines] == [2, 0, 1]
-    assert all(line["env"] == kernel_orlr.environment() for line in lines)
+    assert all(line["env"] == harness.environment() for line in lines)
 
     seen = {}
     capsys.readouterr()
-    kernel_orlr.run_in_parts(
+    harness.run_in_parts(
         _args(save, summarise=True), SETTINGS, _fit, lambda r, f: seen.update(rows=r, folds=f)
     )
     assert seen["folds"] == [0, 1, 2]
@@ -85,7 +84,7 @@ def test_parts_saved_apart_summarise_as_one_run_and_name_their_environments(tmp_
     lines[0]["env"] = {**lines[0]["env"], "jax": "0.0.1"}
     del lines[1]["env"]
     save.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    kernel_orlr.run_in_parts(_args(save, summarise=True), SETTINGS, _fit, lambda r, f: None)
+    harness.run_in_parts(_args(save, summarise=True), SETTINGS, _fit, lambda r, f: None)
     note = capsys.readouterr().out
     assert "environments differ or are unknown" in note
     assert "folds [1]: commit=" in note and "folds [2]: commit=" in note and "jax=0.0.1" in note
@@ -94,25 +93,24 @@ def test_parts_saved_apart_summarise_as_one_run_and_name_their_environments(tmp_
 
 def test_summarise_refuses_missing_repeated_and_foreign_folds(tmp_path: Path) -> None:
     save = tmp_path / "rows.jsonl"
-    kernel_orlr.run_in_parts(_args(save, "0,1"), SETTINGS, _fit, lambda rows, folds: None)
+    harness.run_in_parts(_args(save, "0,1"), SETTINGS, _fit, lambda rows, folds: None)
     with pytest.raises(SystemExit, match=r"folds \[2\] not saved yet"):
-        kernel_orlr.run_in_parts(_args(save, summarise=True), SETTINGS, _fit, lambda r, f: None)
-    kernel_orlr.run_in_parts(_args(save, "0,1", summarise=True), SETTINGS, _fit, lambda r, f: None)  # partial
+        harness.run_in_parts(_args(save, summarise=True), SETTINGS, _fit, lambda r, f: None)
+    harness.run_in_parts(_args(save, "0,1", summarise=True), SETTINGS, _fit, lambda r, f: None)  # partial
     with pytest.raises(SystemExit, match="saved with other settings"):
-        kernel_orlr.run_in_parts(
+        harness.run_in_parts(
             _args(save, summarise=True), {**SETTINGS, "what": "else"}, _fit, lambda r, f: None
         )
-    kernel_orlr.run_in_parts(_args(save, "1"), SETTINGS, _fit, lambda rows, folds: None)
+    harness.run_in_parts(_args(save, "1"), SETTINGS, _fit, lambda rows, folds: None)
     with pytest.raises(SystemExit, match="fold 1 saved twice"):
-        kernel_orlr.run_in_parts(_args(save, "0,1", summarise=True), SETTINGS, _fit, lambda r, f: None)
+        harness.run_in_parts(_args(save, "0,1", summarise=True), SETTINGS, _fit, lambda r, f: None)
 
 
 def test_the_quantile_transform_learns_from_the_training_bags_only_and_keeps_each_features_order() -> None:
-    import numpy as np
-    import shrinkage_vs_l21  # a script beside kernel_orlr, importable once benchmarks/ is on the path
     from scipy.stats import norm
 
     from orlr_ppl.data import MIMLData
+    from reproduction import shrinkage_vs_l21
 
     rng = np.random.default_rng(0)
     n = 600
@@ -147,24 +145,23 @@ def test_the_quantile_transform_learns_from_the_training_bags_only_and_keeps_eac
 
 
 def test_the_paired_summary_gives_the_t_interval_of_the_mean_difference_and_the_folds_each_side() -> None:
-    import numpy as np
     from scipy import stats
 
     after = np.array([72.0, 73.3, 77.3, 68.4, 68.8, 66.7, 74.6])
     before = np.array([71.8, 72.8, 77.9, 68.4, 69.7, 67.8, 74.4])
-    line = kernel_orlr.paired_difference(after - before)
+    line = harness.paired_difference(after - before)
     low, high = stats.ttest_rel(after, before).confidence_interval(0.95)
     assert f"[{low:+.1f}, {high:+.1f}]" in line
     assert f"{np.mean(after - before):+.1f} points" in line
     assert "ahead in 3, behind in 3, level in 1 of 7 folds" in line
     assert (
-        kernel_orlr.paired_difference(np.array([0.5]))
+        harness.paired_difference(np.array([0.5]))
         == "+0.5 points, ahead in 1, behind in 0, level in 0 of 1 folds"
     )
 
 
 def test_the_rerun_rule_takes_each_folds_converged_run_and_says_which() -> None:
-    import shrinkage_vs_l21
+    from reproduction import shrinkage_vs_l21
 
     def row(acc: float, divergent: int, map_acc: float = 0.7) -> dict:
         diagnostics = {"r_hat": 1.004, "ess_bulk": 800.0, "ess_tail": 900.0, "divergent": divergent}
@@ -196,7 +193,7 @@ def test_the_rerun_rule_takes_each_folds_converged_run_and_says_which() -> None:
 
 
 def test_goal_line_reads_the_unrounded_mean_and_refuses_failed_folds() -> None:
-    import shrinkage_vs_l21
+    from reproduction import shrinkage_vs_l21
 
     # -0.04 rounds to -0.0 in the summary's one decimal, yet is below 0: the goal reads the sign.
     assert shrinkage_vs_l21.goal_line(np.array([0.2, -0.28]), [True, True], [0, 1]).endswith(
@@ -210,3 +207,22 @@ def test_goal_line_reads_the_unrounded_mean_and_refuses_failed_folds() -> None:
     assert shrinkage_vs_l21.goal_line(np.array([0.5, 0.6]), [True, False], [3, 7]).endswith(
         "undecided: folds [7] fail the convergence rule"
     )
+
+
+SCRIPTS = [
+    *(f"benchmarks.{p.stem}" for p in sorted((harness.REPO / "benchmarks").glob("bench_*.py"))),
+    *(f"reproduction.{p.stem}" for p in sorted((harness.REPO / "reproduction").glob("*.py"))),
+]
+
+
+@pytest.mark.parametrize("name", [s for s in SCRIPTS if not s.endswith("__init__")])
+def test_every_script_imports_and_answers_help(name: str, monkeypatch, capsys) -> None:
+    """Each maintained script still imports against the package and parses its options (no fit runs)."""
+    import importlib
+
+    module = importlib.import_module(name)
+    monkeypatch.setattr("sys.argv", [name, "--help"])
+    with pytest.raises(SystemExit) as stop:
+        module.main()
+    assert stop.value.code == 0
+    assert "usage:" in capsys.readouterr().out

@@ -1,0 +1,239 @@
+"""The four inference methods' settings: one small frozen object each, and the one place their defaults live.
+
+An estimator takes one of them (``ORLR(inference=NUTS(num_chains=2))``, or its
+name for the defaults, ``ORLR(inference="nuts")``), as NumPyro keeps a kernel's
+settings (``NUTS``) apart from the driver (``MCMC``). The functions of this
+layer (``em.fit_em``, ``map.fit_map``, ``nuts.fit_nuts``, ``svi.fit_svi``) take
+their defaults from the same fields, so a default is written once.
+
+- ``EM`` and ``MAP`` give point estimates of one objective, the log posterior,
+  so they agree at convergence: EM is the published generalised EM (an exact
+  E-step by the DP, gradient steps for the M-step); MAP is L-BFGS on the same
+  objective, usually faster on many features.
+- ``NUTS`` and ``SVI`` give the full posterior: NUTS samples it (the reference,
+  checked by R-hat and ESS); SVI fits a Gaussian to it (faster, minibatched, an
+  approximation checked by PSIS-LOO's k-hat).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+HORSESHOE_TARGET_ACCEPT = 0.98
+"""NUTS's target acceptance under the group horseshoe prior, unless ``NUTS(target_accept=...)`` is set."""
+
+
+def _positive_int(owner: str, name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}({name}={value!r}): give an integer >= {minimum}")
+
+
+class _Settings:
+    """Shared by the settings classes: a repr of the fields that differ from their defaults."""
+
+    def __repr__(self) -> str:
+        changed = [
+            f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if getattr(self, f.name) != f.default
+        ]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+
+@dataclass(frozen=True, repr=False)
+class EM(_Settings):
+    """Generalised EM: the exact E-step (the DP's instance posteriors), then gradient M-steps.
+
+    Args:
+        max_iter: EM iterations at most. EM converges linearly and stops at
+            ``tol`` well before 200 on most data (57 iterations on 100 MIML
+            digit bags); the paper's budget was 50.
+        tol: stop when the log posterior's relative change falls below it; 0 runs ``max_iter``.
+        m_steps: gradient-ascent steps (Armijo line search) per M-step. The
+            paper's generalised EM takes 1; more move each M-step closer to its
+            maximum, so fewer, dearer iterations reach ``tol``.
+        bag_fraction: below 1, stochastic EM (the paper's 6.6.1): each
+            iteration's E- and M-step use this fraction of the bags, drawn
+            afresh in every label-set bucket and weighted to an unbiased
+            estimate; it runs ``max_iter`` iterations with no stopping test,
+            for data too large for full iterations.
+    """
+
+    max_iter: int = 200
+    tol: float = 1e-6
+    m_steps: int = 10
+    bag_fraction: float = 1.0
+    name: ClassVar[str] = "em"
+
+    def __post_init__(self) -> None:
+        _positive_int("EM", "max_iter", self.max_iter)
+        _positive_int("EM", "m_steps", self.m_steps)
+        if not float(self.tol) >= 0:
+            raise ValueError(f"EM(tol={self.tol!r}): give a relative tolerance >= 0 (0: run max_iter)")
+        if not 0.0 < float(self.bag_fraction) <= 1.0:
+            raise ValueError(
+                f"EM(bag_fraction={self.bag_fraction!r}): give the fraction of bags per iteration, in (0, 1]"
+            )
+
+    @property
+    def stochastic(self) -> bool:
+        """Stochastic EM: a fresh subset of the bags each iteration."""
+        return float(self.bag_fraction) < 1.0
+
+
+@dataclass(frozen=True, repr=False)
+class MAP(_Settings):
+    """The posterior mode by L-BFGS on the log posterior (EM's objective).
+
+    Args:
+        max_iter: L-BFGS iterations at most; it takes more, cheaper steps than EM.
+        tol: stop when the log posterior's relative change falls below it.
+    """
+
+    max_iter: int = 500
+    tol: float = 1e-6
+    name: ClassVar[str] = "map"
+
+    def __post_init__(self) -> None:
+        _positive_int("MAP", "max_iter", self.max_iter)
+        if not float(self.tol) >= 0:
+            raise ValueError(f"MAP(tol={self.tol!r}): give a relative tolerance >= 0 (0: run max_iter)")
+
+
+@dataclass(frozen=True, repr=False)
+class NUTS(_Settings):
+    """The full posterior by the No-U-Turn Sampler (NumPyro's kernel, the package's compiled driver).
+
+    Args:
+        num_warmup: warmup iterations per chain (step size and mass matrix adaptation).
+        num_samples: draws kept per chain.
+        num_chains: chains, started apart (the MAP jittered per chain) so that
+            R-hat means something; they run in parallel when JAX has a device
+            per chain (``orlr_ppl.set_host_device_count``).
+        max_num_samples: chains that fail the R-hat or ESS check after
+            ``num_samples`` draws go on, a quarter of ``num_samples`` at a
+            time, up to this many draws per chain; None: twice ``num_samples``;
+            at most ``num_samples``: never (for a fixed cost, as in a benchmark).
+        target_accept: the step-size adaptation's target acceptance, in
+            (0, 1); None: 0.98 under the group horseshoe prior (whose narrow
+            neck diverges at larger steps), 0.8 otherwise. Higher means smaller
+            steps: fewer divergences at a higher cost per draw.
+        dense_mass: adapt a dense mass matrix (every parameter's covariance)
+            instead of a diagonal one, for strongly correlated weights; it needs
+            a warmup of several hundred iterations.
+        whiten: move in coordinates whitened by the Laplace approximation at
+            the start (the MAP's Hessian), adapting a diagonal metric on top,
+            for posteriors close to Gaussian with correlated weights. It costs a
+            Hessian and an eigendecomposition first; the guide's "Choosing an
+            inference method" says when it paid.
+        init: where chains start: "map" (the MAP under the same prior,
+            jittered per chain) or "zeros" (zero weights, jittered).
+        progress_bar: a bar on stderr ("compiling", then "warmup" and "sampling").
+    """
+
+    num_warmup: int = 300
+    num_samples: int = 1000
+    num_chains: int = 4
+    max_num_samples: int | None = None
+    target_accept: float | None = None
+    dense_mass: bool = False
+    whiten: bool = False
+    init: str = "map"
+    progress_bar: bool = True
+    name: ClassVar[str] = "nuts"
+
+    def __post_init__(self) -> None:
+        _positive_int("NUTS", "num_warmup", self.num_warmup, minimum=0)
+        _positive_int("NUTS", "num_samples", self.num_samples)
+        _positive_int("NUTS", "num_chains", self.num_chains)
+        if self.max_num_samples is not None:
+            _positive_int("NUTS", "max_num_samples", self.max_num_samples, minimum=0)
+        if self.target_accept is not None and not 0.0 < float(self.target_accept) < 1.0:
+            raise ValueError(
+                f"NUTS(target_accept={self.target_accept!r}): give a probability strictly between 0 and 1, "
+                "or None"
+            )
+        if self.init not in ("map", "zeros"):
+            raise ValueError(f"NUTS(init={self.init!r}): choose 'map' or 'zeros'")
+
+    def draw_budget(self) -> int:
+        """Draws per chain at most: ``max_num_samples``, or twice ``num_samples`` when None."""
+        return 2 * self.num_samples if self.max_num_samples is None else int(self.max_num_samples)
+
+    def acceptance(self, weight_prior: str) -> float:
+        """The target acceptance probability under the prior family ``weight_prior``."""
+        if self.target_accept is not None:
+            return float(self.target_accept)
+        # The horseshoe's narrow neck near zero needs smaller steps than NUTS's default 0.8
+        # gives (divergences on a 7-row test problem); Piironen & Vehtari sample it at 0.95-0.99.
+        return HORSESHOE_TARGET_ACCEPT if weight_prior == "group_horseshoe" else 0.8
+
+
+@dataclass(frozen=True, repr=False)
+class SVI(_Settings):
+    """A Gaussian approximation of the posterior by stochastic variational inference (Adam on the ELBO).
+
+    Args:
+        guide: "normal" (mean-field: independent Normals) or "lowrank" (a
+            Normal whose covariance is low rank plus diagonal, for correlated weights).
+        num_steps: optimisation steps.
+        learning_rate: Adam's step size.
+        subsample_size: bags per minibatch; None: every bag at every step.
+            Minibatches make each step's cost independent of the bag count.
+        num_draws: draws taken from the fitted guide (the posterior's samples).
+        progress_bar: a bar on stderr over the steps.
+    """
+
+    guide: str = "normal"
+    num_steps: int = 3000
+    learning_rate: float = 0.01
+    subsample_size: int | None = None
+    num_draws: int = 1000
+    progress_bar: bool = True
+    name: ClassVar[str] = "svi"
+
+    def __post_init__(self) -> None:
+        if self.guide not in ("normal", "lowrank"):
+            raise ValueError(f"SVI(guide={self.guide!r}): choose 'normal' or 'lowrank'")
+        _positive_int("SVI", "num_steps", self.num_steps)
+        _positive_int("SVI", "num_draws", self.num_draws)
+        if self.subsample_size is not None:
+            _positive_int("SVI", "subsample_size", self.subsample_size)
+        if not float(self.learning_rate) > 0:
+            raise ValueError(f"SVI(learning_rate={self.learning_rate!r}): give a positive step size")
+
+
+Inference = EM | MAP | NUTS | SVI
+METHODS: dict[str, type[Inference]] = {"em": EM, "map": MAP, "nuts": NUTS, "svi": SVI}
+"""Each method's name and its settings class: ``ORLR(inference="nuts")`` is ``ORLR(inference=NUTS())``."""
+
+
+def resolve(inference: str | Inference) -> Inference:
+    """The settings object for ``inference``: the object itself, or the named method's defaults."""
+    if isinstance(inference, EM | MAP | NUTS | SVI):
+        return inference
+    if isinstance(inference, str) and inference in METHODS:
+        return METHODS[inference]()
+    raise ValueError(
+        f"inference={inference!r}: give one of {tuple(METHODS)}, or a settings object such as "
+        "EM(max_iter=50) or NUTS(num_chains=2) (from orlr_ppl import EM, MAP, NUTS, SVI)"
+    )
+
+
+def to_json(inference: str | Inference) -> str | dict[str, Any]:
+    """``inference`` as JSON: a name stays a name; an object is ``{"method": name, **its fields}``."""
+    if isinstance(inference, str):
+        return inference
+    return {"method": inference.name, **{f.name: getattr(inference, f.name) for f in fields(inference)}}
+
+
+def from_json(value: Any, where: str) -> str | Inference:
+    """The inverse of ``to_json``; a ValueError naming ``where`` for anything else."""
+    if isinstance(value, str | EM | MAP | NUTS | SVI):
+        return value
+    if isinstance(value, dict) and value.get("method") in METHODS:
+        settings = {k: v for k, v in value.items() if k != "method"}
+        try:
+            return METHODS[value["method"]](**settings)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: its inference settings {value!r} are invalid: {err}") from err
+    raise ValueError(f"{where}: 'inference' is {value!r}, expected a method name or its settings")
