@@ -22,8 +22,7 @@ from types import ModuleType
 from ._host_devices import set_host_device_count
 from ._version import __version__
 from .compilation_cache import enable_compilation_cache
-from .data import MIMLData, Standardizer
-from .data.kernel import RBF
+from .data import MIMLData
 from .dp import (
     DEFAULT_MAX_LABELS,
     DPResult,
@@ -38,6 +37,7 @@ from .dp import (
     packed_posteriors,
 )
 from .estimators import MIMM, ORLR, ORLRCV, SIM, MajorityClass, SoftmaxRegression
+from .features import RBFDictionary
 from .inference.methods import EM, MAP, NUTS, SVI
 from .model import BagLabelSet
 
@@ -59,7 +59,7 @@ __all__ = [
     "MAP",
     "NUTS",
     "ORLRCV",
-    "RBF",
+    "RBFDictionary",
     "SVI",
     "BagLabelSet",
     "DPResult",
@@ -70,7 +70,6 @@ __all__ = [
     "PackedBags",
     "SIM",
     "SoftmaxRegression",
-    "Standardizer",
     "__version__",
     "bag_log_likelihood",
     "bucket_dp",

@@ -155,24 +155,21 @@ def test_splits_are_seeded_disjoint_and_cover_every_bag():
     np.testing.assert_array_equal(te.bags[0], d.bags[te.bag_ids[0]])
 
 
-def test_standardizer_uses_training_bags_only():
+def test_the_bag_adapter_fits_on_training_bags_only_and_maps_per_bag():
+    from sklearn.preprocessing import StandardScaler
+
+    from orlr_ppl.features import fit_bags, transform_bags
+
     d = small()
     tr, te = d.subset([0, 1]), d.subset([2])
-    sc = tr.fit_standardizer()
+    scaler = StandardScaler()
+    mapped = fit_bags(scaler, tr.bags)
     x = np.concatenate(tr.bags)
-    np.testing.assert_allclose(sc.mean, x.mean(0))
-    np.testing.assert_allclose(np.concatenate(sc.transform(tr).bags).std(0), 1.0)
-    np.testing.assert_allclose(sc.transform(te).bags[0], (te.bags[0] - x.mean(0)) / x.std(0))
-
-
-def test_standardizer_leaves_constant_features_unscaled():
-    d = small()
-    bags = [np.column_stack([b, np.full(len(b), 3.0)]) for b in d.bags]
-    sc = MIMLData(bags, d.label_sets, n_classes=d.n_classes).fit_standardizer()
-    assert sc.scale[-1] == 1.0 and sc.mean[-1] == 3.0
-    assert np.all(
-        np.isfinite(np.concatenate(sc.transform(MIMLData(bags, d.label_sets, n_classes=d.n_classes)).bags))
-    )
+    np.testing.assert_allclose(scaler.mean_, x.mean(0))
+    assert [len(b) for b in mapped] == [len(b) for b in tr.bags]
+    np.testing.assert_allclose(np.concatenate(mapped).std(0), 1.0)
+    np.testing.assert_allclose(transform_bags(scaler, te.bags)[0], (te.bags[0] - x.mean(0)) / x.std(0))
+    assert transform_bags(None, te.bags)[0] is te.bags[0]  # no map: the bags as they are
 
 
 def test_estimators_accept_miml_data():

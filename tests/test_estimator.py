@@ -97,6 +97,7 @@ METADATA_KEYS = {
     "package",
     "version",
     "format",
+    "feature_map",
     "estimator",
     "params",
     "n_classes",
@@ -170,7 +171,7 @@ def test_load_errors_name_the_file(tmp_path, fitted):
     meta = json.loads((folder / "metadata.json").read_text())
     meta["n_features"] = 3
     (folder / "metadata.json").write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match=r"params.npz holds arrays whose shapes do not match"):
+    with pytest.raises(ValueError, match=r"params.npz: the feature map does not map 3 features"):
         ORLR.load(folder)
     folder = fitted.save(tmp_path / "y")
     (folder / "params.npz").write_bytes(b"not a zip")
@@ -287,8 +288,12 @@ def test_old_argument_names_raise_a_type_error_naming_the_new_spelling():
         ORLR(method="nuts", num_chains=2)
     with pytest.raises(TypeError, match=r"method= is now inference="):
         ORLR(method="map")
-    with pytest.raises(TypeError, match=r"gamma= is now kernel=RBF\(gamma=\.\.\.\); ORLRCV"):
+    with pytest.raises(
+        TypeError, match=r"gamma= is now features=make_pipeline\(.*RBFDictionary\(gamma=.*ORLRCV"
+    ):
         ORLR(kernel="rbf", gamma=0.5)
+    with pytest.raises(TypeError, match=r"standardize= is now features='standard'"):
+        ORLR(standardize=False)
     with pytest.raises(TypeError, match=r"cv_folds= is now ORLRCV\(cv=\.\.\.\)"):
         ORLR(cv_folds=5)
     with pytest.raises(TypeError, match=r"ORLR\(\) got argument\(s\).*no_such= is no argument"):
@@ -298,10 +303,10 @@ def test_old_argument_names_raise_a_type_error_naming_the_new_spelling():
 
 
 def test_settings_objects_check_their_values_and_show_what_differs():
-    from orlr_ppl import RBF, SVI
+    from orlr_ppl import SVI, RBFDictionary
 
-    assert repr(ORLR(inference=NUTS(num_chains=2), kernel=RBF(gamma=0.5))) == (
-        "ORLR(inference=NUTS(num_chains=2), kernel=RBF(gamma=0.5))"
+    assert repr(ORLR(inference=NUTS(num_chains=2), features=RBFDictionary(gamma=0.5))) == (
+        "ORLR(features=RBFDictionary(gamma=0.5), inference=NUTS(num_chains=2))"
     )
     assert repr(EM()) == "EM()" and EM.max_iter == 200 and MAP.max_iter == 500
     for bad, match in [
@@ -310,7 +315,7 @@ def test_settings_objects_check_their_values_and_show_what_differs():
         (lambda: NUTS(init="median"), "'map' or 'zeros'"),
         (lambda: EM(bag_fraction=0.0), r"in \(0, 1\]"),
         (lambda: SVI(guide="full"), "'normal' or 'lowrank'"),
-        (lambda: RBF(gamma=-1.0), "positive width"),
+        (lambda: RBFDictionary(gamma=-1.0).fit(np.ones((3, 2))), "positive width"),
         (lambda: MAP(tol=-1.0), "relative tolerance >= 0"),
     ]:
         with pytest.raises(ValueError, match=match):

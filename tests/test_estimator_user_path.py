@@ -78,10 +78,10 @@ def em(data):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_standardize_is_a_constructor_parameter(cls):
-    assert cls().get_params()["standardize"] is True
-    est = cls(standardize=False)
-    assert est.standardize is False and clone(est).get_params()["standardize"] is False
+def test_the_feature_map_is_a_constructor_parameter(cls):
+    assert cls().get_params()["features"] == "standard"
+    est = cls(features=None)
+    assert est.features is None and clone(est).get_params()["features"] is None
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
@@ -89,13 +89,12 @@ def test_scaling_is_fitted_on_the_training_instances(cls, data):
     train, _ = data
     est = fit_any(small(cls), train)
     flat = np.concatenate(train.bags)
-    np.testing.assert_allclose(est.feature_mean_, flat.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(est.feature_map_.mean_, flat.mean(axis=0), atol=1e-12)
     sd = flat.std(axis=0)
     assert np.any(sd == 0)  # digits have always-blank pixels: scale 1, not 0
-    np.testing.assert_allclose(est.feature_scale_, np.where(sd == 0, 1.0, sd), rtol=1e-12)
-    raw = fit_any(small(cls, standardize=False), train)
-    np.testing.assert_array_equal(raw.feature_mean_, np.zeros(64))
-    np.testing.assert_array_equal(raw.feature_scale_, np.ones(64))
+    np.testing.assert_allclose(est.feature_map_.scale_, np.where(sd == 0, 1.0, sd), rtol=1e-12)
+    raw = fit_any(small(cls, features=None), train)
+    assert raw.feature_map_ is None
 
 
 @pytest.mark.parametrize(
@@ -125,13 +124,11 @@ def test_predictions_do_not_depend_on_the_features_units(make, data, units):
 
 def test_without_standardize_the_raw_features_are_the_model_inputs(data, units):
     train, test = data
-    raw = fit_any(small(ORLR, standardize=False), train)
+    raw = fit_any(small(ORLR, features=None), train)
     for x, p in zip(test.bags, raw.predict_proba(test.bags)):
         np.testing.assert_allclose(p, softmax(x @ raw.coef_ + raw.intercept_, axis=1), rtol=1e-6)
     # Units matter then: the same prior on weights of features a thousand times larger is another model.
-    moved = fit_any(
-        small(ORLR, standardize=False), train.__class__(rescale(train.bags, units), train.label_sets)
-    )
+    moved = fit_any(small(ORLR, features=None), train.__class__(rescale(train.bags, units), train.label_sets))
     assert not np.allclose(raw.coef_, moved.coef_ * units[0][:, None], rtol=1e-2)
 
 
@@ -154,10 +151,10 @@ def test_saved_scaling_gives_identical_predictions(cls, data, units, tmp_path):
     moved = train.__class__(rescale(train.bags, units), train.label_sets, train.instance_labels)
     est = fit_any(small(cls), moved)
     with np.load(est.save(tmp_path / "m") / "params.npz") as arrays:
-        assert {"feature_mean_", "feature_scale_"} <= set(arrays.files)
+        assert {"feature_map.mean_", "feature_map.scale_"} <= set(arrays.files)
     back = _BagClassifier.load(tmp_path / "m")
     assert back.get_params() == est.get_params()
-    np.testing.assert_array_equal(back.feature_mean_, est.feature_mean_)
+    np.testing.assert_array_equal(back.feature_map_.mean_, est.feature_map_.mean_)
     bags = rescale(test.bags, units)
     for p, q in zip(est.predict_proba(bags), back.predict_proba(bags)):
         np.testing.assert_array_equal(p, q)
@@ -167,25 +164,33 @@ def test_saved_scaling_gives_identical_predictions(cls, data, units, tmp_path):
 
 def test_a_folder_saved_before_standardisation_still_loads(em, data, tmp_path):
     _, test = data
-    raw = clone(em).set_params(standardize=False)
+    raw = clone(em).set_params(features=None)
     raw = quiet_fit(raw, data[0].bags, data[0].label_sets)
     folder = raw.save(tmp_path / "old")
-    # What an older version wrote: no "standardize" parameter, no scaling arrays.
+    # What an older version wrote (format 1): no "standardize" parameter, no scaling arrays.
     meta = json.loads((folder / "metadata.json").read_text())
-    del meta["params"]["standardize"]
+    del meta["params"]["features"], meta["format"], meta["feature_map"]
+    meta["params"] = {**meta["params"], "method": "em", "max_iter": 20}
+    del meta["params"]["inference"]
     (folder / "metadata.json").write_text(json.dumps(meta))
     with np.load(folder / "params.npz") as arrays:
         old = {k: arrays[k] for k in ("coef_", "intercept_")}
     np.savez(folder / "params.npz", **old)
     back = ORLR.load(folder)
-    assert back.standardize is False
+    assert back.features is None and back.feature_map_ is None
     for p, q in zip(raw.predict_proba(test.bags), back.predict_proba(test.bags)):
         np.testing.assert_array_equal(p, q)
-    # But a folder that says standardize=True and lost its scaling is damaged.
+    # Format 1's scaling arrays become a StandardScaler that maps as they did.
     meta["params"]["standardize"] = True
     (folder / "metadata.json").write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match=r"params.npz is incomplete.*feature_mean_"):
-        ORLR.load(folder)
+    mean, scale = np.full(64, 2.0), np.full(64, 4.0)
+    np.savez(folder / "params.npz", **old, feature_mean_=mean, feature_scale_=scale)
+    scaled = ORLR.load(folder)
+    assert scaled.features == "standard"
+    for p, x in zip(scaled.predict_proba(test.bags), test.bags):
+        np.testing.assert_allclose(
+            p, softmax(((x - 2.0) / 4.0) @ raw.coef_ + raw.intercept_, axis=1), atol=1e-6
+        )
 
 
 def test_nuts_and_svi_posteriors_work_on_standardised_features(tmp_path):
@@ -200,10 +205,10 @@ def test_nuts_and_svi_posteriors_work_on_standardised_features(tmp_path):
         labels.append(y)
     est = ORLR(inference=NUTS(num_warmup=50, num_samples=50, num_chains=1, max_num_samples=0), random_state=0)
     est = quiet_fit(est, bags, sets)
-    assert est.feature_scale_[0] > 500 and est.score(bags, labels) > 0.85
+    assert est.feature_map_.scale_[0] > 500 and est.score(bags, labels) > 0.85
     # The posterior's W acts on standardised features: its log-likelihood is the DP at those,
     # and predictions average the draws' softmax at those.
-    z = [(x - est.feature_mean_) / est.feature_scale_ for x in bags]
+    z = [(x - est.feature_map_.mean_) / est.feature_map_.scale_ for x in bags]
     w, b = (np.asarray(est.posterior_.posterior[k])[0, 7] for k in ("W", "beta"))
     saved_ll = np.asarray(est.posterior_.log_likelihood["Y"])[0, 7]
     np.testing.assert_allclose(saved_ll, orlr_ppl.bag_log_likelihood([x @ w + b for x in z], sets), rtol=1e-4)
@@ -219,7 +224,7 @@ def test_nuts_and_svi_posteriors_work_on_standardised_features(tmp_path):
     # SVI shares the path: its draws act on the same standardised features.
     svi = ORLR(inference=SVI(num_steps=30, num_draws=20), random_state=0)
     svi = quiet_fit(svi, bags, sets)
-    np.testing.assert_array_equal(svi.feature_mean_, est.feature_mean_)
+    np.testing.assert_array_equal(svi.feature_map_.mean_, est.feature_map_.mean_)
     w, b = svi.coef_draws_, svi.intercept_draws_
     for x, p in zip(z, svi.predict_proba(bags)):
         np.testing.assert_allclose(p, softmax(np.einsum("nd,sdc->snc", x, w) + b[:, None], axis=-1).mean(0))
@@ -387,8 +392,11 @@ DAMAGE = {
     "meta-estimator-list": ("metadata.json", _edit_meta(lambda m: {**m, "estimator": ["ORLR"]})),
     "nan-coef": ("params.npz.*'coef_'.*NaN", _nonfinite("coef_", np.nan)),
     "inf-intercept": ("params.npz.*'intercept_'.*infinite", _nonfinite("intercept_", np.inf)),
-    "nan-scale": ("params.npz.*'feature_scale_'", _nonfinite("feature_scale_", np.nan)),
-    "zero-scale": ("params.npz.*'feature_scale_' must be positive", _nonfinite("feature_scale_", 0.0)),
+    "nan-scale": ("params.npz.*'feature_map.scale_'", _nonfinite("feature_map.scale_", np.nan)),
+    "zero-scale": (
+        "params.npz: the feature map gives non-finite values",
+        _nonfinite("feature_map.scale_", 0.0),
+    ),
 }
 
 
@@ -472,10 +480,10 @@ def test_pruning_leaves_out_the_costliest_bags_and_says_which(tmp_path):
     bags = [rng.normal(size=(n, 3)) for n, _ in sizes]
     sets = [sorted(rng.choice(4, k, replace=False).tolist()) for _, k in sizes]
     # Without standardising: the pruned bags' features would still count for the scaling.
-    model = ORLR(inference="map", prune=0.25, n_classes=4, standardize=False).fit(bags, sets)
+    model = ORLR(inference="map", prune=0.25, n_classes=4, features=None).fit(bags, sets)
     assert model.pruned_bags_ == [1, 4]  # the two bags with 3 labels and the most instances
     keep = [0, 2, 3, 5, 6, 7]
-    alone = ORLR(inference="map", n_classes=4, standardize=False)
+    alone = ORLR(inference="map", n_classes=4, features=None)
     alone.fit([bags[i] for i in keep], [sets[i] for i in keep])
     np.testing.assert_allclose(model.coef_, alone.coef_, rtol=1e-5, atol=1e-6)
     assert alone.pruned_bags_ == [] and "prune" in model.get_params()

@@ -6,11 +6,15 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from orlr_ppl import SoftmaxRegression
 from orlr_ppl.estimators.model_selection import select_by_cv
+from orlr_ppl.features import RBFDictionary
 from orlr_ppl.inference.diagnostics import ConvergenceWarning
 
 
@@ -26,16 +30,21 @@ def xor():
     return _xor(60, 0), _xor(60, 1)
 
 
+def rbf(gamma: float, size: int | None = None):
+    """K-SLR's map: standardised features, then their RBF similarities to a dictionary."""
+    return make_pipeline(StandardScaler(), RBFDictionary(gamma=gamma, n_components=size, random_state=0))
+
+
 def _accuracy(model, bags, labels) -> float:
     return float(np.mean(np.concatenate(model.predict(bags)) == np.concatenate(labels)))
 
 
 def test_kslr_is_logistic_regression_on_the_rbf_features(xor, tmp_path) -> None:
     (tb, tl), (vb, vl) = xor
-    model = SoftmaxRegression(kernel="rbf", gamma=2.0, prior_scale=3.0, standardize=False, tol=1e-9)
+    model = SoftmaxRegression(features=RBFDictionary(gamma=2.0), prior_scale=3.0, tol=1e-9)
     model.fit(tb, tl)
     x = np.concatenate(tb)
-    assert model.kernel_dictionary_.shape == x.shape  # every training instance, by default
+    assert model._kernel().dictionary_.shape == x.shape  # every training instance, by default
     # scikit-learn's multinomial fit has the same objective: C = prior_scale**2.
     ref = LogisticRegression(C=9.0, tol=1e-10, max_iter=10000).fit(
         sk_rbf(x, x, gamma=2.0), np.concatenate(tl)
@@ -59,7 +68,7 @@ def test_kslr_is_logistic_regression_on_the_rbf_features(xor, tmp_path) -> None:
 
 def test_kslr_says_when_lbfgs_stops_at_its_cap(xor) -> None:
     (tb, tl), _ = xor
-    model = SoftmaxRegression(kernel="rbf", gamma=2.0, prior_scale=30.0, max_iter=5)
+    model = SoftmaxRegression(features=rbf(2.0), prior_scale=30.0, max_iter=5)
     with pytest.warns(ConvergenceWarning, match="stopped after 5 iterations"):
         model.fit(tb, tl)
     assert not model.converged_ and model.n_iter_ == 5
@@ -67,11 +76,12 @@ def test_kslr_says_when_lbfgs_stops_at_its_cap(xor) -> None:
 
 def test_kslr_dictionary_shrinking_and_nystroem(xor, tmp_path) -> None:
     (tb, tl), (vb, vl) = xor
-    small = SoftmaxRegression(kernel="rbf", gamma=2.0, prior_scale=3.0, dictionary_size=50).fit(tb, tl)
-    assert small.coef_.shape == (50, 4) and small.kernel_dictionary_.shape == (50, 3)
-    nys = SoftmaxRegression(kernel="rbf", gamma=2.0, prior_scale=3.0, dictionary_size=50, nystroem=True)
+    small = SoftmaxRegression(features=rbf(2.0, size=50), prior_scale=3.0).fit(tb, tl)
+    assert small.coef_.shape == (50, 4) and small._kernel().dictionary_.shape == (50, 3)
+    nystroem = Nystroem(gamma=2.0, n_components=50, random_state=0)
+    nys = SoftmaxRegression(features=make_pipeline(StandardScaler(), nystroem), prior_scale=3.0)
     nys.fit(tb, tl)
-    assert nys.coef_.shape[0] == nys.kernel_projection_.shape[1] <= 50
+    assert nys.coef_.shape[0] == nys._kernel().normalization_.shape[1] <= 50
     assert min(_accuracy(small, vb, vl), _accuracy(nys, vb, vl)) > 0.8
     nys.save(tmp_path / "nys")
     for a, b in zip(nys.predict_proba(vb), SoftmaxRegression.load(tmp_path / "nys").predict_proba(vb)):
@@ -82,7 +92,8 @@ def test_kslr_auto_selection_scores_held_out_bags(xor) -> None:
     (tb, tl), _ = xor
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a choice at the grid's edge
-        model = SoftmaxRegression(kernel="rbf", prior_scale="auto", cv_folds=2, random_state=0).fit(tb, tl)
+        model = SoftmaxRegression(features="rbf", gammas="auto", prior_scale="auto", cv=2, random_state=0)
+        model.fit(tb, tl)
     table = model.cv_results_
     assert len(table) == 4 * 5  # gammas x prior scales
     best = max(table, key=lambda r: r["mean_log_likelihood"])
@@ -92,13 +103,13 @@ def test_kslr_auto_selection_scores_held_out_bags(xor) -> None:
     from orlr_ppl.estimators.model_selection import bag_folds
 
     folds = bag_folds(len(tb), 2, 0)
-    mean, scale = model.feature_mean_, model.feature_scale_
+    mean, scale = model.feature_map_.steps[0][1].mean_, model.feature_map_.steps[0][1].scale_
     cand = table[7]
     scores = []
     for f in range(2):
         tr, te = folds[1 - f], folds[f]
         ref = SoftmaxRegression(
-            kernel="rbf", gamma=cand["gamma"], prior_scale=cand["prior_scale"], standardize=False
+            features=RBFDictionary(gamma=cand["gamma"], random_state=0), prior_scale=cand["prior_scale"]
         ).fit([(tb[i] - mean) / scale for i in tr], [tl[i] for i in tr])
         proba = np.concatenate(ref.predict_proba([(tb[i] - mean) / scale for i in te]))
         y = np.concatenate([tl[i] for i in te])
@@ -122,7 +133,7 @@ def test_select_by_cv_splits_bags_and_warns_at_the_grid_edge() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"kernel": "rbf", "gamma": -1.0}, "gamma"), ({"prior_scale": 0.0}, "prior_scale")],
+    [({"features": "rbf", "gammas": [-1.0]}, "gamma"), ({"prior_scale": 0.0}, "prior_scale")],
 )
 def test_bad_kslr_settings_raise(xor, kwargs, match) -> None:
     (tb, tl), _ = xor
@@ -138,5 +149,5 @@ def test_cli_compares_kslr_by_name() -> None:
     models = {name: make() for name, make in compared_models(args).items()}
     assert list(models) == ["SoftmaxRegression", "K-SLR"]
     kslr = models["K-SLR"]
-    assert (kslr.kernel, kslr.gamma, kslr.prior_scale, kslr.random_state) == ("rbf", "auto", "auto", 0)
-    assert models["SoftmaxRegression"].kernel is None
+    assert (kslr.features, kslr.gammas, kslr.prior_scale, kslr.random_state) == ("rbf", "auto", "auto", 0)
+    assert models["SoftmaxRegression"].features == "standard"

@@ -10,11 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import integrate
+from sklearn.base import clone
 from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
-from orlr_ppl import EM, MAP, NUTS, ORLR, ORLRCV, RBF, SVI
-from orlr_ppl.data.kernel import fit_kernel_map, median_gamma, nystroem_projection, rbf_kernel
+from orlr_ppl import EM, MAP, NUTS, ORLR, ORLRCV, SVI
+from orlr_ppl.features import RBFDictionary, median_gamma
+from orlr_ppl.features.rbf import rbf_kernel
 from orlr_ppl.inference.em import fit_em
 from orlr_ppl.inference.map import fit_map
 from orlr_ppl.inference.prox import fista, group_soft_threshold, proximal_steps
@@ -176,19 +180,18 @@ def test_rbf_kernel_matches_scikit_learn() -> None:
     assert np.allclose(np.diag(rbf_kernel(x, x, 2.0)), 1.0)
 
 
-def test_nystroem_features_reproduce_the_nystroem_gram_matrix() -> None:
+def test_the_dictionary_map_is_a_scikit_learn_transformer() -> None:
+    """RBFDictionary: the kernel columns of a random subset of the training instances, cloneable."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 3))
-    kmap = fit_kernel_map(x, "rbf", 0.5, dictionary_size=20, nystroem=True, seed=3)
-    phi = kmap.transform(x)
-    k_xd = sk_rbf(x, kmap.dictionary, gamma=0.5)
-    k_dd = sk_rbf(kmap.dictionary, kmap.dictionary, gamma=0.5)
-    want = k_xd @ np.linalg.pinv(k_dd) @ k_xd.T
-    np.testing.assert_allclose(phi @ phi.T, want, atol=2e-4)
-    # scikit-learn's Nystroem on the same components gives the same Gram matrix.
-    sk = Nystroem(gamma=0.5, n_components=20).fit(kmap.dictionary)
-    np.testing.assert_allclose(sk.transform(x) @ sk.transform(x).T, want, atol=2e-4)
-    assert nystroem_projection(kmap.dictionary, 0.5).shape[0] == 20
+    whole = RBFDictionary(gamma=0.5).fit(x)
+    np.testing.assert_allclose(whole.transform(x), sk_rbf(x, x, gamma=0.5), rtol=1e-5)
+    part = clone(RBFDictionary(gamma=0.5, n_components=20, random_state=3)).fit(x)
+    assert part.dictionary_.shape == (20, 3) and part.transform(x).shape == (60, 20)
+    assert {tuple(r) for r in part.dictionary_} <= {tuple(r) for r in x.astype(np.float32)}
+    assert RBFDictionary().fit(x).gamma_ == pytest.approx(median_gamma(x))
+    with pytest.raises(ValueError, match="n_components=0"):
+        RBFDictionary(n_components=0).fit(x)
 
 
 def test_median_gamma_is_the_median_heuristic() -> None:
@@ -198,6 +201,11 @@ def test_median_gamma_is_the_median_heuristic() -> None:
     assert median_gamma(x, max_pairs=200000) == pytest.approx(1 / np.median(sq), rel=0.03)
     with pytest.raises(ValueError, match="identical"):
         median_gamma(np.ones((5, 2)))
+
+
+def rbf(gamma: float, size: int | None = None):
+    """Kernel ORLR's map: standardised features, then their RBF similarities to a dictionary."""
+    return make_pipeline(StandardScaler(), RBFDictionary(gamma=gamma, n_components=size, random_state=0))
 
 
 def _xor_bags(n_bags: int, seed: int):
@@ -226,7 +234,7 @@ def xor():
 def test_kernel_orlr_learns_what_linear_cannot_and_round_trips(xor, tmp_path) -> None:
     (tb, ts, _), (vb, _, vl) = xor
     linear = ORLR(prior_scale=1.0).fit(tb, ts)
-    kernel = ORLR(kernel=RBF(gamma=1.0), prior_scale=1.0).fit(tb, ts)
+    kernel = ORLR(features=rbf(1.0), prior_scale=1.0).fit(tb, ts)
     assert kernel.coef_.shape == (sum(len(x) for x in tb), 4)  # a row per dictionary element
     assert _accuracy(kernel, vb, vl) > 0.8 > _accuracy(linear, vb, vl) + 0.2
     kernel.save(tmp_path / "k")
@@ -237,13 +245,29 @@ def test_kernel_orlr_learns_what_linear_cannot_and_round_trips(xor, tmp_path) ->
         kernel.coef_in_feature_units()
 
 
+def test_kernel_orlr_on_scikit_learn_s_nystroem_round_trips(xor, tmp_path) -> None:
+    """Any kernel step works: Nystroem's columns are directions, so rows cannot be pruned."""
+    (tb, ts, _), (vb, _, vl) = xor
+    nys = make_pipeline(StandardScaler(), Nystroem(gamma=1.0, n_components=60, random_state=0))
+    model = ORLR(features=nys, prior_scale=1.0).fit(tb, ts)
+    assert model.coef_.shape == (60, 4) and model.kernel_gamma_ == 1.0
+    linear = ORLR(prior_scale=1.0).fit(tb, ts)
+    assert _accuracy(model, vb, vl) > _accuracy(linear, vb, vl) + 0.05
+    back = ORLR.load(model.save(tmp_path / "n"))
+    assert isinstance(back.features[-1], Nystroem) and back.features[-1].n_components == 60
+    for a, b in zip(model.predict_proba(vb), back.predict_proba(vb)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="Nystroem features mix dictionary elements"):
+        model.prune_rows()
+
+
 def test_kernel_l21_drops_dictionary_elements_without_changing_predictions(xor) -> None:
     (tb, ts, _), (vb, _, vl) = xor
-    model = ORLR(kernel=RBF(gamma=1.0), prior="l21", prior_scale=3.0).fit(tb, ts)
+    model = ORLR(features=rbf(1.0), prior="l21", prior_scale=3.0).fit(tb, ts)
     n_inst = sum(len(x) for x in tb)
     assert 0 < model.coef_.shape[0] < n_inst  # zero rows pruned after the fit ...
     assert model.n_pruned_rows_ == n_inst - model.coef_.shape[0]
-    assert model.kernel_dictionary_.shape[0] == model.coef_.shape[0]  # ... with their elements
+    assert model._kernel().dictionary_.shape[0] == model.coef_.shape[0]  # ... with their elements
     assert _accuracy(model, vb, vl) > 0.7
     # Pruning more rows through prune_rows changes the model only through the rows it drops.
     before = model.predict_proba(vb)
@@ -256,7 +280,7 @@ def test_auto_selection_uses_bag_labels_only_and_picks_the_best_candidate(xor) -
     (tb, ts, tl), _ = xor
     from orlr_ppl.data import MIMLData
 
-    small = dict(kernel="rbf", cv=2, inference=EM(max_iter=30))
+    small = dict(features="rbf", cv=2, inference=EM(max_iter=30))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = ORLRCV(**small).fit(tb[:60], ts[:60])
@@ -274,7 +298,7 @@ def test_auto_selection_by_ranking_loss_scores_held_out_bag_rankings(xor) -> Non
     from orlr_ppl.estimators.model_selection import bag_folds
     from orlr_ppl.evaluation.metrics import average_precision, ranking_loss
 
-    small = dict(kernel="rbf", cv=2, inference=EM(max_iter=30), random_state=0)
+    small = dict(features="rbf", cv=2, inference=EM(max_iter=30), random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         by_rank = ORLRCV(**small, scoring="ranking_loss").fit(tb[:60], ts[:60])
@@ -290,16 +314,15 @@ def test_auto_selection_by_ranking_loss_scores_held_out_bag_rankings(xor) -> Non
     # One candidate by hand: fit on one fold's bags, rank the other's classes by max_i p(y_i = c).
     cand = table[6]
     folds = bag_folds(60, 2, 0)
-    mean, scale = by_rank.feature_mean_, by_rank.feature_scale_
+    mean, scale = by_rank.feature_map_.steps[0][1].mean_, by_rank.feature_map_.steps[0][1].scale_
     losses, precisions = [], []
     for f in range(2):
         tr, te = folds[1 - f], folds[f]
         ref = ORLR(
             inference=EM(max_iter=30),
-            kernel=RBF(gamma=cand["gamma"]),
+            features=RBFDictionary(gamma=cand["gamma"], random_state=0),
             prior_scale=cand["prior_scale"],
             random_state=0,
-            standardize=False,
             n_classes=4,
         )
         with warnings.catch_warnings():
@@ -336,9 +359,9 @@ def test_select_by_cv_minimises_a_loss_and_refuses_unknown_scores() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"kernel": "poly"}, "kernel='poly'"),
-        ({"kernel": "rbf", "scoring": "accuracy"}, "scoring='accuracy': choose one of"),
-        ({"kernel": "rbf", "gammas": [-1.0]}, "gamma=-1.0"),
+        ({"features": "poly"}, "features='poly'"),
+        ({"features": "rbf", "scoring": "accuracy"}, "scoring='accuracy': choose one of"),
+        ({"features": "rbf", "gammas": [-1.0]}, "gamma=-1.0"),
         ({"prior": "horseshoe"}, "prior='horseshoe'"),
         ({"novel_class": True}, "explicit prior_scale"),
         ({"prior_scales": [0.0]}, "positive scale"),
@@ -438,8 +461,8 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
         == 0
     )
     model = ORLR.load(out)
-    assert (model.kernel, model.prior, model.kernel_gamma_) == (RBF(gamma=0.02), "l21", 0.02)
-    assert model.kernel_dictionary_.shape[0] == model.coef_.shape[0]
+    assert (model.prior, model.kernel_gamma_) == ("l21", 0.02)
+    assert model._kernel().dictionary_.shape[0] == model.coef_.shape[0]
     capsys.readouterr()
     assert main(["predict", "--model", str(out), "--dataset", "digits", "--n-bags", "30"]) == 0
     assert capsys.readouterr().out.startswith("bag_id,instance,label,p(0)")
@@ -450,7 +473,7 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
     models = {name: make() for name, make in compared_models(build_parser().parse_args(evaluate)).items()}
     assert list(models) == ["K-ORLR", "K-ORLR-l21", "MIMM"]
     assert all(isinstance(m, ORLRCV) for m in list(models.values())[:2])  # width and scale by CV
-    assert [(m.kernel, m.prior, m.gammas, m.scoring) for m in list(models.values())[:2]] == [
+    assert [(m.features, m.prior, m.gammas, m.scoring) for m in list(models.values())[:2]] == [
         ("rbf", "normal", None, "log_likelihood"),
         ("rbf", "l21", None, "log_likelihood"),
     ]
@@ -467,7 +490,7 @@ def test_cli_fits_kernel_l21_models_and_refuses_a_horseshoe_point_fit(tmp_path, 
 def test_padded_kernel_rows_change_nothing(xor, method, prior, monkeypatch) -> None:
     (tb, ts, _), (vb, _, _) = xor
     settings = EM(max_iter=40, tol=1e-9) if method == "em" else MAP(max_iter=40, tol=1e-9)
-    kw = dict(kernel=RBF(gamma=1.0), prior_scale=3.0, inference=settings, prior=prior)
+    kw = dict(features=rbf(1.0), prior_scale=3.0, inference=settings, prior=prior)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         padded = ORLR(**kw).fit(tb[:50], ts[:50])
@@ -486,11 +509,11 @@ def test_padded_kernel_rows_change_nothing(xor, method, prior, monkeypatch) -> N
 def test_kernel_orlr_samples_with_nuts_and_svi_and_round_trips(xor, method, tmp_path) -> None:
     (tb, ts, _), (vb, _, vl) = xor
     budget = NUTS(num_warmup=60, num_samples=30, num_chains=1) if method == "nuts" else SVI(num_steps=300)
-    model = ORLR(inference=budget, kernel=RBF(gamma=1.0, dictionary_size=24), prior_scale=1.0, random_state=0)
+    model = ORLR(inference=budget, features=rbf(1.0, size=24), prior_scale=1.0, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a 30-draw chain misses the R-hat/ESS targets: not checked here
         model.fit(tb[:30], ts[:30])
-    assert model.coef_draws_.shape[1:] == (24, 4) and model.kernel_dictionary_.shape == (24, 5)
+    assert model.coef_draws_.shape[1:] == (24, 4) and model._kernel().dictionary_.shape == (24, 5)
     assert len(np.unique(model.coef_draws_[:, 0, 0])) > 10  # draws, not one point repeated
     linear = ORLR(prior_scale=1.0).fit(tb[:30], ts[:30])
     assert _accuracy(model, vb, vl) > _accuracy(linear, vb, vl) + 0.1

@@ -18,8 +18,9 @@ LAYERS = {
     "data": {"dp"},
     "model": {"dp"},
     "inference": {"dp", "model"},
-    "evaluation": {"dp", "data", "inference"},
-    "estimators": {"dp", "data", "model", "inference", "evaluation"},
+    "evaluation": {"dp", "data", "inference", "features"},
+    "features": set(),
+    "estimators": {"dp", "data", "model", "inference", "evaluation", "features"},
 }
 """What each subpackage may import from the others (itself always)."""
 
@@ -131,7 +132,7 @@ def test_the_public_api_a_user_types():
     code = (
         "import os\n"
         "flags = os.environ.get('XLA_FLAGS')\n"
-        "from orlr_ppl import ORLR, ORLRCV, EM, MAP, NUTS, SVI, RBF, MIMLData, SIM, SoftmaxRegression\n"
+        "from orlr_ppl import ORLR, ORLRCV, EM, MAP, NUTS, SVI, RBFDictionary, MIMLData, SIM\n"
         "from orlr_ppl import MajorityClass, bag_log_likelihood, instance_posteriors, set_host_device_count\n"
         "assert os.environ.get('XLA_FLAGS') == flags, 'importing orlr_ppl changed XLA_FLAGS'\n"
         "import orlr_ppl.io, orlr_ppl.datasets, orlr_ppl.metrics, orlr_ppl.plots, orlr_ppl.diagnostics\n"

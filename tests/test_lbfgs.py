@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import minimize
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from orlr_ppl import SoftmaxRegression
+from orlr_ppl import RBFDictionary, SoftmaxRegression
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.estimators import softmax_solver
 from orlr_ppl.inference import map as map_module
@@ -79,6 +81,7 @@ def test_kslr_fit_runs_its_objective_with_one_blas_thread(monkeypatch) -> None:
     rng = np.random.default_rng(0)
     bags = [rng.uniform(-1, 1, size=(3, 2)) for _ in range(20)]
     labels = [(x[:, 0] > 0).astype(int) + (x[:, 1] > 0) for x in bags]
-    model = SoftmaxRegression(kernel="rbf", gamma=2.0, prior_scale=3.0)
+    model = SoftmaxRegression(features=make_pipeline(StandardScaler(), RBFDictionary(gamma=2.0)))
+    model.set_params(prior_scale=3.0)
     seen = _threads_seen_by(monkeypatch, softmax_solver, "softmax_objective", lambda: model.fit(bags, labels))
     assert seen and all(set(threads.values()) == {1} for threads in seen)

@@ -205,7 +205,7 @@ def test_fit_matches_enumeration_across_buckets(covariance):
     assert model.converged_ and model.n_iter_ >= 2
     history = model.history_
     assert np.all(np.diff(history) >= -1e-10 * np.abs(history[1:])), history
-    x = [(b - model.feature_mean_) / model.feature_scale_ for b in bags]
+    x = [(b - model.feature_map_.mean_) / model.feature_map_.scale_ for b in bags]
     params = (model.weights_, model.means_, model.covariances_)
     total = 0.0
     for xb, yb, pb in zip(x, sets, proba):
@@ -232,7 +232,7 @@ def test_near_underflow_the_fit_goes_on_in_exact_arithmetic(monkeypatch):
     calls = []
     em = mimm_em._em
     monkeypatch.setattr(mimm_em, "_em", lambda *a, **k: calls.append(k["fallback"]) or em(*a, **k))
-    model = MIMM(n_classes=2, standardize=False).fit(bags, sets)
+    model = MIMM(n_classes=2, features=None).fit(bags, sets)
     assert calls[:2] == [False, True] and model.converged_
     assert np.all(np.diff(model.history_) >= -1e-5 * np.abs(model.history_[1:]))
     params = (model.weights_, model.means_, model.covariances_)
@@ -312,8 +312,12 @@ def test_save_load_round_trip(fitted, tmp_path):
     folder = fitted.save(tmp_path / "mimm")
     for back in (MIMM.load(folder), _BagClassifier.load(folder)):
         assert type(back) is MIMM and back.get_params() == fitted.get_params()
-        for name in ("weights_", "means_", "covariances_", "feature_mean_", "feature_scale_"):
+        for name in ("weights_", "means_", "covariances_"):
             np.testing.assert_array_equal(getattr(back, name), getattr(fitted, name))
+        for name in ("mean_", "scale_"):  # the feature map, a StandardScaler
+            np.testing.assert_array_equal(
+                getattr(back.feature_map_, name), getattr(fitted.feature_map_, name)
+            )
         assert (back.log_posterior_, back.n_iter_, back.converged_) == (
             fitted.log_posterior_,
             fitted.n_iter_,

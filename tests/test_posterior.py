@@ -79,7 +79,7 @@ def test_nuts_inference_data_and_diagnostics(nuts_fit):
     w = np.asarray(idata.posterior["W"])[0, 7]
     b = np.asarray(idata.posterior["beta"])[0, 7]
     # The weights act on the features as the estimator standardised them for the fit.
-    z = [(x - est.feature_mean_) / est.feature_scale_ for x in bags]
+    z = [(x - est.feature_map_.mean_) / est.feature_map_.scale_ for x in bags]
     direct = orlr_ppl.bag_log_likelihood([x @ w + b for x in z], sets)
     np.testing.assert_allclose(np.asarray(idata.log_likelihood["Y"])[0, 7], direct, rtol=1e-4)
 
@@ -356,7 +356,7 @@ def test_bag_scores_model_rule(nuts_fit, map_fit):
     est, (bags, sets, labels) = nuts_fit
     tiny = bags[:3]
     w, b = est.coef_draws_, est.intercept_draws_  # on the features as the fit standardised them
-    scaled = [(x - est.feature_mean_) / est.feature_scale_ for x in tiny]
+    scaled = [(x - est.feature_map_.mean_) / est.feature_map_.scale_ for x in tiny]
     brute = np.zeros((3, 3))
     for s in range(len(w)):
         for k, x in enumerate(scaled):

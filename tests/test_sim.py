@@ -26,6 +26,7 @@ from orlr_ppl.estimators.sim_objective import (
     support_instances,
 )
 from orlr_ppl.evaluation.metrics import instance_accuracy
+from orlr_ppl.features.saving import array_keys, from_saved
 
 # -- plain-loop references of the published formulas ---------------------------
 
@@ -258,10 +259,10 @@ def test_best_iterate_is_kept_and_beats_the_mean_instance_start(fitted, digits):
     assert fitted.objective_ == path.min()
     assert fitted.objective_ < 0.5 * path[0]
     # objective_ is the true objective of the returned weights (recomputed in float64),
-    # on the standardised features (standardize=True) scaled the authors' way.
+    # on the standardised features (features="standard") scaled the authors' way.
     scaling = Scaling(fitted.scale_min_, fitted.scale_range_, fitted.center_, fitted.norm_)
     x, mask = pad_bags(
-        [scaling.transform((b - fitted.feature_mean_) / fitted.feature_scale_) for b in train.bags]
+        [scaling.transform((b - fitted.feature_map_.mean_) / fitted.feature_map_.scale_) for b in train.bags]
     )
     y = np.zeros((len(x), 10), int)
     for b, s in enumerate(train.label_sets):
@@ -318,9 +319,9 @@ def test_transductive_predictions_respect_label_sets(fitted, digits):
 def test_scaling_uses_training_statistics_only(fitted, digits):
     train, _ = digits
     raw = np.concatenate(train.bags)
-    # The authors' scaling acts on the standardised features (standardize=True, the default).
-    np.testing.assert_allclose(fitted.feature_mean_, raw.mean(axis=0), atol=1e-12)
-    flat = (raw - fitted.feature_mean_) / fitted.feature_scale_
+    # The authors' scaling acts on the standardised features (features="standard", the default).
+    np.testing.assert_allclose(fitted.feature_map_.mean_, raw.mean(axis=0), atol=1e-12)
+    flat = (raw - fitted.feature_map_.mean_) / fitted.feature_map_.scale_
     np.testing.assert_array_equal(fitted.scale_min_, flat.min(axis=0))
     np.testing.assert_array_equal(fitted.scale_range_, flat.max(axis=0) - flat.min(axis=0))
     const = fitted.scale_range_ == 0
@@ -331,7 +332,7 @@ def test_scaling_uses_training_statistics_only(fitted, digits):
     # A new bag, outside the training range and lighting up constant pixels, uses the stored statistics.
     rng = np.random.default_rng(9)
     new = rng.uniform(-1.0, 2.0, size=(4, 64))
-    std = (new - fitted.feature_mean_) / fitted.feature_scale_
+    std = (new - fitted.feature_map_.mean_) / fitted.feature_map_.scale_
     z = np.where(const, 0.0, (std - fitted.scale_min_) / np.where(const, 1, fitted.scale_range_))
     expected = (z - fitted.center_) / fitted.norm_ @ fitted.coef_
     np.testing.assert_allclose(fitted.decision_function([new])[0], expected, rtol=1e-12)
@@ -369,7 +370,7 @@ def test_sklearn_conventions_and_mimldata(digits):
         "n_classes": None,
         "max_labels": 16,
         "random_state": 3,
-        "standardize": True,
+        "features": "standard",
     }
     twin = clone(est)
     assert twin.get_params() == params and twin is not est
@@ -395,9 +396,10 @@ def test_saved_arrays_restore_identical_predictions(fitted, digits, tmp_path):
     restored = SIM(**meta["params"])
     restored.n_classes_, restored.n_features_in_ = meta["n_classes"], meta["n_features"]
     with np.load(folder / "params.npz", allow_pickle=False) as arrays:
-        assert set(arrays.files) == set(SIM._saved_arrays)
+        assert set(arrays.files) == set(SIM._saved_arrays) | set(array_keys(meta["feature_map"]))
         for k in SIM._saved_arrays:
             setattr(restored, k, np.asarray(arrays[k]))
+        restored.feature_map_ = from_saved(meta["feature_map"], dict(arrays), "here")
     restored._check_loaded(folder / "params.npz")
     for a, b in zip(restored.predict_proba(test.bags), fitted.predict_proba(test.bags)):
         np.testing.assert_array_equal(a, b)

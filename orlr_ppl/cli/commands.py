@@ -24,17 +24,35 @@ if TYPE_CHECKING:
     from ..data import MIMLData
 
 
-STANDARDIZE_OPTIONS: dict[str, bool | str] = {
-    "mean-sd": True,
+FEATURE_OPTIONS: dict[str, str | None] = {
+    "standard": "standard",
     "quantile-normal": "quantile-normal",
-    "none": False,
+    "none": None,
 }
-"""``fit --standardize``: each choice's estimator ``standardize`` value."""
+"""``fit --features``: each choice's estimator ``features`` value."""
 
 
-def standardize_value(args: argparse.Namespace) -> bool | str:
-    """The estimators' ``standardize`` for ``--standardize`` (commands without it: True)."""
-    return STANDARDIZE_OPTIONS[getattr(args, "standardize", "mean-sd")]
+def features_value(args: argparse.Namespace) -> Any:
+    """The estimators' ``features`` for ``--features`` and the kernel options (commands without them:
+    "standard"): with ``--kernel rbf``, a pipeline of that map and ``RBFDictionary`` or ``Nystroem``."""
+    features = FEATURE_OPTIONS[getattr(args, "features", "standard")]
+    if getattr(args, "kernel", "none") == "none":
+        return features
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.pipeline import Pipeline
+
+    from ..features import RBFDictionary, make_feature_map
+
+    gamma = None if getattr(args, "gamma", None) in (None, "auto") else float(args.gamma)
+    size, seed = getattr(args, "dictionary_size", None), getattr(args, "seed", None)
+    kernel = (
+        Nystroem(kernel="rbf", gamma=gamma, n_components=size or 100, random_state=seed)
+        if getattr(args, "nystroem", False)
+        else RBFDictionary(gamma=gamma, n_components=size, random_state=seed)
+    )
+    before = make_feature_map(features)
+    steps = [] if before is None else getattr(before, "steps", [("standard", before)])
+    return Pipeline([*steps, ("kernel", kernel)])
 
 
 def prior_scale(value: float | str) -> float | str | None:
@@ -80,17 +98,10 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None) -> 
     ``--prior-scale auto`` or ``--gamma auto`` make it an ``ORLRCV``, which
     chooses them by bag-level cross-validation (``--cv-scoring``).
     """
-    from ..data.kernel import RBF
     from ..estimators import ORLR, ORLRCV, model_selection
 
     scale, gamma = prior_scale(args.prior_scale), getattr(args, "gamma", None)
-    kernel = None
-    if getattr(args, "kernel", "none") != "none":
-        kernel = RBF(
-            gamma=None if gamma in (None, "auto") else float(gamma),
-            dictionary_size=getattr(args, "dictionary_size", None),
-            nystroem=getattr(args, "nystroem", False),
-        )
+    kernel = getattr(args, "kernel", "none") != "none"
     common = {
         "inference": inference_from_args(args, method or args.method),
         "random_state": args.seed,
@@ -98,10 +109,9 @@ def estimator_from_args(args: argparse.Namespace, method: str | None = None) -> 
         "novel_class": getattr(args, "novel_class", False),
         "leak": getattr(args, "leak", None),
         "prior": getattr(args, "prior", "normal"),
-        "kernel": kernel,
-        "standardize": standardize_value(args),
+        "features": features_value(args),
     }
-    if scale != "auto" and not (kernel is not None and gamma == "auto"):
+    if scale != "auto" and not (kernel and gamma == "auto"):
         scoring = getattr(args, "cv_scoring", "log_likelihood")
         if scoring != "log_likelihood":
             raise ValueError(
@@ -352,7 +362,7 @@ def _model_to_fit(args: argparse.Namespace) -> tuple[Any, str]:
         covariance=args.covariance,
         max_iter=max_iter,
         random_state=args.seed,
-        standardize=standardize_value(args),
+        features=features_value(args),
     )
     return model, "MIMM"
 

@@ -60,10 +60,10 @@ def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
         "orlr-novel": ("ORLR-novel", lambda: ORLR(novel_class=True, leak="learn")),
         # Issue 13: kernel ORLR, gamma and the prior's scale chosen inside each fit by bag-level CV
         # (no instance labels), EM; with the Normal prior, or the l2,1 (group Laplace) one.
-        "korlr": ("K-ORLR", lambda: ORLRCV(kernel="rbf", random_state=args.seed, scoring=scoring)),
+        "korlr": ("K-ORLR", lambda: ORLRCV(features="rbf", random_state=args.seed, scoring=scoring)),
         "korlr-l21": (
             "K-ORLR-l21",
-            lambda: ORLRCV(kernel="rbf", prior="l21", random_state=args.seed, scoring=scoring),
+            lambda: ORLRCV(features="rbf", prior="l21", random_state=args.seed, scoring=scoring),
         ),
         # Issue 13: the generative counterpart, a Gaussian per class (full covariance), EM.
         "mimm": ("MIMM", lambda: MIMM(covariance="full", random_state=args.seed)),
@@ -72,7 +72,9 @@ def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
         # width and prior scale chosen by CV over the training bags' instances.
         "kslr": (
             "K-SLR",
-            lambda: SoftmaxRegression(kernel="rbf", gamma="auto", prior_scale="auto", random_state=args.seed),
+            lambda: SoftmaxRegression(
+                features="rbf", gammas="auto", prior_scale="auto", random_state=args.seed
+            ),
         ),
         "majority": ("MajorityClass", lambda: MajorityClass()),
         "sim": ("SIM", lambda: SIM(random_state=args.seed)),

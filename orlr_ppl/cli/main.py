@@ -177,7 +177,7 @@ def _add_cv_scoring_arg(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _add_row_args(p: argparse.ArgumentParser) -> None:
-    """The weights' rows: prior family and kernel features (``ORLR(prior=, kernel=, gamma=, ...)``)."""
+    """The weights' rows: prior family, and a kernel step in the feature map (``RBFDictionary``)."""
     p.add_argument(
         "--prior",
         choices=["normal", "l21", "group_horseshoe"],
@@ -195,7 +195,10 @@ def _add_row_args(p: argparse.ArgumentParser) -> None:
         help="RBF width, or auto (bag-level CV around the median)",
     )
     p.add_argument(
-        "--dictionary-size", type=int, default=None, help="kernel: training instances kept (default: all)"
+        "--dictionary-size",
+        type=int,
+        default=None,
+        help="kernel: training instances kept (default: all; Nystroem: 100)",
     )
     p.add_argument("--nystroem", action="store_true", help="kernel: Nystroem features instead of the columns")
     _add_cv_scoring_arg(p, "the auto choices of --gamma and --prior-scale")
@@ -252,12 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("--covariance", choices=["diag", "full"], default="diag", help="mimm: class covariances")
     fit.add_argument(
-        "--standardize",
-        choices=list(commands.STANDARDIZE_OPTIONS),
-        default="mean-sd",
-        help="feature map fitted on the training instances and saved with the model: mean-sd (centre and "
+        "--features",
+        choices=list(commands.FEATURE_OPTIONS),
+        default="standard",
+        help="feature map fitted on the training instances and saved with the model: standard (centre and "
         "scale), quantile-normal (each feature through its training quantiles to a Normal, then centre "
-        "and scale: for spiked or heavy-tailed features), none (raw)",
+        "and scale: for spiked or heavy-tailed features), none (raw); --kernel adds a kernel step after it",
     )
     fit.add_argument(
         "--prune", type=float, default=0.0, help="fraction of bags with the most DP work to leave out"

@@ -5,7 +5,6 @@ Depends only on ``dp.validation``, so every layer above can take a ``MIMLData``.
 
 from ._labels import UNLABELLED
 from .container import MIMLData
-from .standardizer import Standardizer
 from .union import BagProblem
 
-__all__ = ["UNLABELLED", "BagProblem", "MIMLData", "Standardizer"]
+__all__ = ["UNLABELLED", "BagProblem", "MIMLData"]

@@ -3,9 +3,9 @@
 One object carries everything a MIML experiment needs: the ragged bags, the
 label sets (absent for bags only to be predicted), the (optional,
 evaluation-only) instance labels, class and feature names and the bags'
-original ids. Splits are made at bag level and are seeded; the standardiser
-(``standardizer``) is fitted on training bags only, so nothing of the test
-bags leaks into training. Bags that break the union assumption (``union``)
+original ids. Splits are made at bag level and are seeded (estimators fit
+their feature maps on the training bags only, so nothing of the test bags
+leaks into training). Bags that break the union assumption (``union``)
 are reported by ``validate``; those the model cannot fit at all (likelihood
 zero) stop fitting and are removed only on request by ``drop_impossible``,
 which says which it removed. An instance label -1 marks an unlabelled
@@ -26,11 +26,10 @@ import numpy as np
 from ._checks import check_features, check_label_ranges, instance_arrays, top_label
 from ._labels import BagLabels, encode, group_by_bag, label_list, labels_in_order, plain, warn_unnamed_classes
 from .collinearity import LinearDependencies, linear_dependencies
-from .standardizer import Standardizer
 from .summary import DataSummary, summarize
 from .union import BagProblem, union_problems
 
-__all__ = ["BagProblem", "DataSummary", "MIMLData", "Standardizer"]  # all but MIMLData: re-exported
+__all__ = ["BagProblem", "DataSummary", "MIMLData"]  # all but MIMLData: re-exported
 
 if TYPE_CHECKING:  # pandas is imported lazily: only the DataFrame constructor needs it
     import pandas as pd
@@ -424,7 +423,3 @@ class MIMLData:
         return [
             (np.sort(np.concatenate(folds[:k] + folds[k + 1 :])), np.sort(folds[k])) for k in range(n_splits)
         ]
-
-    def fit_standardizer(self) -> Standardizer:
-        """A ``Standardizer`` fitted on these bags (call it on the training split)."""
-        return Standardizer.fit(self)

@@ -7,11 +7,10 @@ predicted instance labels), ``bag_scores`` (per-class bag scores for ranking
 metrics: by default the max over instances of ``p(y = c | x)``; ``rule="model"``
 the model's own ``P(c in Y_b | X_b)``) and ``score`` (instance accuracy).
 
-Every estimator standardises its features (``standardize=True``): ``fit``
-learns each feature's mean and scale on the training instances
-(``feature_mean_``, ``feature_scale_``), and every prediction applies them
-first (``_check_bags``), so the scaling is saved and loaded with the model.
-Other maps (a quantile-normal one first, or none): ``feature_map``.
+Every estimator maps its features (``features``, a scikit-learn transformer or
+a name for one, ``orlr_ppl.features``): ``fit`` fits the map on the training
+instances (``feature_map_``), and every prediction applies it first
+(``_check_bags``), so the map is saved and loaded with the model.
 Labels may be class indices, class names or a (B, C) 0/1 label matrix
 (``inputs``); saving and loading is ``persistence``.
 
@@ -36,18 +35,10 @@ from ..data.container import MIMLData
 from ..dp.ragged import instance_posteriors
 from ..dp.validation import check_features, check_label_sets
 from ..evaluation.metrics import instance_accuracy
+from ..features import fit_bags, make_feature_map, transform_bags
+from ..features.maps import linear_scaling
+from ..features.saving import array_keys, from_saved, to_saved
 from . import persistence
-from .feature_map import (
-    QUANTILES_ARRAY,
-    SCALING_ARRAYS,
-    apply_quantile_map,
-    apply_scaling,
-    check_saved_quantiles,
-    default_scaling,
-    fit_quantile_map,
-    fit_scaling,
-    raw_unit_scaling,
-)
 from .inputs import (
     check_instance_labels,
     fit_inputs,
@@ -159,18 +150,16 @@ class _BagClassifier(BaseEstimator):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, name)
 
-    def _fit_scaling(self, feats: list[np.ndarray]) -> list[np.ndarray]:
-        """Fit ``feature_quantiles_`` if asked, then ``feature_mean_``/``feature_scale_``; the bags mapped."""
-        quantiles = fit_quantile_map(feats, self.standardize)
-        if quantiles is not None:
-            self.feature_quantiles_ = quantiles
-        feats = apply_quantile_map(feats, quantiles)
-        self.feature_mean_, self.feature_scale_ = fit_scaling(feats, bool(self.standardize))
-        return apply_scaling(feats, self.feature_mean_, self.feature_scale_)
+    def _fit_features(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """Fit ``feature_map_`` (``features``) on every training instance; the bags mapped."""
+        self.n_features_in_ = feats[0].shape[1]
+        fmap = make_feature_map(self.features, getattr(self, "random_state", None))
+        self.feature_map_ = fmap
+        return list(feats) if fmap is None else fit_bags(fmap, feats)
 
     def _linear_scaling(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(feature_mean_, feature_scale_)`` for raw-unit parameters; refused under the quantile map."""
-        return raw_unit_scaling(getattr(self, QUANTILES_ARRAY, None), self.feature_mean_, self.feature_scale_)
+        """``(mean, scale)``, each (d,), when the map centres and scales only: for raw-unit weights."""
+        return linear_scaling(getattr(self, "feature_map_", None), self.n_features_in_)
 
     def _start_fit(
         self, bags: Bags, targets: Any, what: str, parse: Any
@@ -198,7 +187,7 @@ class _BagClassifier(BaseEstimator):
         if len(feats) != len(label_sets):
             raise ValueError(f"got {len(feats)} bags but {len(label_sets)} label sets: give one per bag")
         self.training_shape_ = shape_of(feats)
-        return self._fit_scaling(feats), label_sets, infer_n_classes(label_sets, n_classes)
+        return self._fit_features(feats), label_sets, infer_n_classes(label_sets, n_classes)
 
     def _instance_training_data(
         self, bags: Bags, instance_labels: Any
@@ -211,7 +200,7 @@ class _BagClassifier(BaseEstimator):
         feats, instance_labels, n_classes = self._start_fit(
             bags, instance_labels, "instance_labels", fit_instance_labels
         )
-        x, y = flat_instances(self._fit_scaling(feats), instance_labels)
+        x, y = flat_instances(self._fit_features(feats), instance_labels)
         # -1 marks an unlabelled instance (as in MIMLData and the metrics): nothing to learn from.
         labelled = y != UNLABELLED
         if not labelled.any():
@@ -229,10 +218,7 @@ class _BagClassifier(BaseEstimator):
         """Validated bags, standardised as in training: every prediction goes through here."""
         check_is_fitted(self, "n_classes_")
         feats = check_features(_bags_of(bags), self.n_features_in_)
-        feats = apply_quantile_map(feats, getattr(self, QUANTILES_ARRAY, None))
-        return apply_scaling(
-            feats, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None)
-        )
+        return transform_bags(getattr(self, "feature_map_", None), feats)
 
     def _check_sets(self, feats: list[np.ndarray], label_sets: Any) -> list[np.ndarray]:
         """Label sets (indices, names or a 0/1 matrix) as sorted int arrays, checked against the bags."""
@@ -334,8 +320,8 @@ class _BagClassifier(BaseEstimator):
         check_is_fitted(self, "n_classes_")
         folder = Path("models") / self._default_name() if path is None else Path(path)
         arrays = {name: np.asarray(getattr(self, name)) for name in self._saved_arrays}
-        if getattr(self, QUANTILES_ARRAY, None) is not None:
-            arrays[QUANTILES_ARRAY] = np.asarray(getattr(self, QUANTILES_ARRAY))
+        feature_map, map_arrays = to_saved(getattr(self, "feature_map_", None))
+        arrays.update(map_arrays)
         persistence.check_finite(
             arrays, type(self).__name__, "the fit diverged; re-fit (e.g. with a prior) first"
         )
@@ -354,19 +340,26 @@ class _BagClassifier(BaseEstimator):
             "class_names": getattr(self, "class_names_", None),
             "feature_names": getattr(self, "feature_names_", None),
             "fitted": self._fitted_metadata(),
+            "feature_map": feature_map,
         }
         persistence.write_metadata(folder / "metadata.json", meta)
         return folder
 
     def _params_json(self) -> dict[str, Any]:
-        """The constructor arguments as JSON values, for ``metadata.json``."""
-        return dict(self.get_params())
+        """The constructor arguments as JSON values, for ``metadata.json``: a transformer given as
+        ``features`` is written unfitted, as ``orlr_ppl.features.saving`` describes it."""
+        params = dict(self.get_params(deep=False))
+        if params.get("features") is not None and not isinstance(params["features"], str):
+            params["features"] = {"transformer": persistence.unfitted_description(params["features"])}
+        return params
 
     @classmethod
     def _params_from_json(cls, meta: dict[str, Any], meta_file: Path) -> dict[str, Any]:
         """The constructor arguments saved in ``metadata.json`` (the inverse of ``_params_json``)."""
-        persistence.check_format(meta, meta_file)
-        return persistence.saved_params(meta, cls._get_param_names(), meta_file)
+        params = dict(meta["params"])
+        if persistence.check_format(meta, meta_file) == 1:
+            params = persistence.features_of_format_1(params, meta.get("fitted") or {})
+        return persistence.saved_params({**meta, "params": params}, cls._get_param_names(), meta_file)
 
     def _save_extra(self, folder: Path) -> None:
         """Write files beyond ``params.npz`` (ORLR: ``posterior.nc``), before ``metadata.json``."""
@@ -390,16 +383,19 @@ class _BagClassifier(BaseEstimator):
         target = _saved_class(cls, meta["estimator"], meta_file)
         model = target(**target._params_from_json(meta, meta_file))
         model.n_classes_, model.n_features_in_ = meta["n_classes"], meta["n_features"]
-        optional = [k for k in (*SCALING_ARRAYS, *model._optional_arrays) if k in model._saved_arrays]
+        optional = [k for k in model._optional_arrays if k in model._saved_arrays]
         required = [k for k in model._saved_arrays if k not in optional]
-        values = persistence.read_arrays(param_file, required, [*optional, QUANTILES_ARRAY])
-        standardize = getattr(model, "standardize", False)
-        check_saved_quantiles(values, standardize, model.n_features_in_, param_file, persistence.FIX)
+        fmt = persistence.check_format(meta, meta_file)
+        map_keys = array_keys(meta.get("feature_map")) if fmt >= 2 else list(persistence.FORMAT_1_MAP_ARRAYS)
+        values = persistence.read_arrays(param_file, required, [*optional, *map_keys])
         persistence.check_finite(values, str(param_file), persistence.FIX)
-        scaling = default_scaling(
-            values, model._saved_arrays, standardize, model.n_features_in_, param_file, persistence.FIX
-        )
-        for k, v in {**scaling, **values}.items():
+        if fmt >= 2:
+            model.feature_map_ = from_saved(meta.get("feature_map"), values, str(meta_file))
+        else:
+            model.feature_map_ = persistence.feature_map_of_format_1(meta, values, param_file)
+        for k in map_keys:
+            values.pop(k, None)
+        for k, v in values.items():
             setattr(model, k, v)
         for k, v in (meta.get("fitted") or {}).items():
             setattr(model, k, v)
@@ -419,7 +415,19 @@ class _BagClassifier(BaseEstimator):
         return dims
 
     def _check_loaded(self, param_file: Path) -> None:
-        """Raise if a loaded array's shape disagrees with ``metadata.json`` (see ``_saved_arrays``)."""
+        """Raise if a loaded array's shape disagrees with ``metadata.json`` (see ``_saved_arrays``), or the
+        feature map cannot map ``n_features_in_`` features to finite values."""
+        fmap = getattr(self, "feature_map_", None)
+        if fmap is not None:
+            try:
+                probe = np.asarray(fmap.transform(np.zeros((1, self.n_features_in_))))
+            except Exception as err:  # a damaged map fails in whatever way its arrays make it
+                raise ValueError(
+                    f"{param_file}: the feature map does not map {self.n_features_in_} features "
+                    f"({type(err).__name__}: {err}); {persistence.FIX}"
+                ) from err
+            if not np.all(np.isfinite(probe)):
+                raise ValueError(f"{param_file}: the feature map gives non-finite values; {persistence.FIX}")
         dims = self._array_dims()
         for name, symbols in self._saved_arrays.items():
             if name in self._optional_arrays and not hasattr(self, name):
@@ -430,14 +438,11 @@ class _BagClassifier(BaseEstimator):
                     f"{param_file} holds arrays whose shapes do not match metadata.json: {name!r} has shape "
                     f"{np.shape(getattr(self, name))}, expected {want}; {persistence.FIX}"
                 )
-        scale = getattr(self, "feature_scale_", None)
-        if scale is not None and not np.all(scale > 0):
-            raise ValueError(f"{param_file}: array 'feature_scale_' must be positive; {persistence.FIX}")
 
 
 def _saved_class(cls: type[_BagClassifier], name: str, meta_file: Path) -> type[_BagClassifier]:
-    """The class to rebuild: the registered ``name``, which must be ``cls`` unless ``cls`` is the base."""
-    target = _REGISTRY[name] if cls is _BagClassifier else cls
-    if target.__name__ != name:
-        raise ValueError(f"{meta_file} holds a {name}, not a {target.__name__}")
+    """The class to rebuild: the registered ``name``, which must be ``cls`` or a subclass of it."""
+    target = _REGISTRY.get(name)
+    if target is None or not issubclass(target, cls):  # ORLR.load reads an ORLRCV (a kind of ORLR) too
+        raise ValueError(f"{meta_file} holds a {name}, not a {cls.__name__}")
     return target

@@ -13,14 +13,15 @@ from typing import Any
 
 import numpy as np
 from scipy.special import log_softmax, softmax
+from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..data.kernel import fit_kernel_map, median_gamma
 from ..dp.validation import DEFAULT_MAX_LABELS
+from ..features import median_gamma
+from ..features.maps import to_feature_units
 from ..inference.diagnostics import ConvergenceWarning
 from . import model_selection  # its grids read at fit time, so one assignment changes both estimators'
-from .base import SCALING_ARRAYS, Bags, _BagClassifier
-from .feature_map import to_feature_units
+from .base import Bags, _BagClassifier
 from .kernel_features import _KernelFeatures
 from .model_selection import select_by_cv
 from .softmax_solver import SoftmaxFit, fit_softmax
@@ -37,14 +38,14 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
     or of class names (``class_names_``: the sorted names; predictions are
     indices into it).
 
-    With ``kernel="rbf"`` it is K-SLR, the kernel version the JMLR paper
-    bounds kernel ORLR with: the same RBF features against a dictionary of
-    training instances (``data.kernel``) as ``ORLR(kernel="rbf")``.
-    ``gamma="auto"`` and ``prior_scale="auto"`` are chosen inside ``fit`` by
-    ``cv_folds``-fold cross-validation over bags (folds never split a bag),
-    scored by the held-out instances' mean ``log p(y | x)``: the model is
-    trained on instance labels, so its selection may use them too (ORLR's uses
-    bag labels only).
+    With a kernel step in ``features`` (``"rbf"``, or a pipeline ending in
+    ``RBFDictionary`` or ``Nystroem``) it is K-SLR, the kernel version the
+    JMLR paper bounds kernel ORLR with: the same RBF features against a
+    dictionary of training instances as kernel ORLR's. ``prior_scale="auto"``
+    and ``gammas`` are chosen inside ``fit`` by ``cv``-fold cross-validation
+    over bags (folds never split a bag), scored by the held-out instances'
+    mean ``log p(y | x)``: the model is trained on instance labels, so its
+    selection may use them too (ORLR's uses bag labels only).
 
     Args:
         prior_scale: the weights' prior sd, or "auto" (chosen from
@@ -52,29 +53,22 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         max_iter, tol: L-BFGS's iterations at most, and its bound on the
             averaged objective's largest gradient component (else a
             ``ConvergenceWarning``).
-        standardize: centre and scale each feature by its training mean and
-            standard deviation (a constant feature: scale 1) before fitting,
-            and before every prediction, so the penalty treats every feature
-            alike whatever its units; "quantile-normal": each feature through
-            its training quantiles to a standard Normal first
-            (``feature_quantiles_``; ``coef_in_feature_units()`` then refuses).
-        kernel: None (linear features) or "rbf".
-        gamma: the RBF width, or "auto" (``GAMMA_FACTORS`` times the median
-            heuristic).
-        dictionary_size: kernel: keep this many training instances, drawn at
-            random; None: all of them.
-        nystroem: kernel: Nystroem features instead of the kernel columns.
-        cv_folds: folds of the "auto" selection.
+        features: the instance feature map (``orlr_ppl.features``), fitted on
+            the training instances and applied before every prediction:
+            ``"standard"`` (so the penalty treats every feature alike
+            whatever its units), ``"quantile-normal"``, ``"rbf"``, None, or a
+            scikit-learn transformer.
+        gammas: with a kernel step, its candidate widths for the
+            cross-validation; "auto": ``GAMMA_FACTORS`` times the median
+            heuristic; None: the step's own width (or the median heuristic).
+        cv: folds of the selection.
         random_state: seeds the dictionary, the median heuristic and the folds.
 
     Fitted attributes: ``coef_`` (R, C), R the features the model sees
-    (standardised inputs: see ``coef_in_feature_units``; or kernel features),
-    ``intercept_`` (C,), ``feature_mean_``, ``feature_scale_`` (d,) the
-    standardisation (zeros and ones with ``standardize=False``),
-    ``row_scale_`` (R,), ``prior_scale_``, ``n_iter_``, ``converged_`` (L-BFGS met
-    ``tol``), ``n_classes_``, ``n_features_in_``;
-    kernel: ``kernel_dictionary_`` (m, d), ``kernel_gamma_``
-    (``kernel_projection_`` with Nystroem); "auto": ``cv_results_``.
+    (see ``coef_in_feature_units``), ``intercept_`` (C,), ``feature_map_``,
+    ``row_scale_`` (R,), ``prior_scale_``, ``n_iter_``, ``converged_`` (L-BFGS
+    met ``tol``), ``n_classes_``, ``n_features_in_``; with a kernel,
+    ``kernel_gamma_``; after a selection, ``cv_results_``.
     """
 
     def __init__(
@@ -85,12 +79,9 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         max_labels: int = DEFAULT_MAX_LABELS,
         max_iter: int = 1000,
         tol: float = 1e-6,
-        standardize: bool | str = True,
-        kernel: str | None = None,
-        gamma: float | str = "auto",
-        dictionary_size: int | None = None,
-        nystroem: bool = False,
-        cv_folds: int = 3,
+        features: str | TransformerMixin | None = "standard",
+        gammas: Sequence[float] | str | None = None,
+        cv: int = 3,
         random_state: int | None = None,
     ) -> None:
         self.prior_scale = prior_scale
@@ -99,37 +90,38 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
         self.max_labels = max_labels
         self.max_iter = max_iter
         self.tol = tol
-        self.standardize = standardize
-        self.kernel = kernel
-        self.gamma = gamma
-        self.dictionary_size = dictionary_size
-        self.nystroem = nystroem
-        self.cv_folds = cv_folds
+        self.features = features
+        self.gammas = gammas
+        self.cv = cv
         self.random_state = random_state
 
     def fit(self, bags: Bags, instance_labels: Sequence[Any] | None = None) -> SoftmaxRegression:
         """Fit on instance labels (one array of indices or names per bag), or a ``MIMLData`` that has them."""
-        self._check_gamma()
         if not (
             self.prior_scale == "auto" or (np.isscalar(self.prior_scale) and float(self.prior_scale) > 0)
         ):
             raise ValueError(f"prior_scale={self.prior_scale!r}: give a positive scale, or 'auto' (CV)")
         x, y, n_classes, bag_of = self._instance_training_data(bags, instance_labels)
-        gammas = [self.gamma]
-        if self.kernel is not None and self.gamma == "auto":
-            gammas = [median_gamma(x, self._seed()) * f for f in model_selection.GAMMA_FACTORS]
+        gammas: list[float | None] = [None]
+        if self._kernel_spec() is not None:
+            if isinstance(self.gammas, str):
+                if self.gammas != "auto":
+                    raise ValueError(f"gammas={self.gammas!r}: give widths, 'auto' or None")
+                gammas = [median_gamma(x, self._seed()) * f for f in model_selection.GAMMA_FACTORS]
+            else:
+                gammas = (
+                    [self._default_gamma([x])] if self.gammas is None else [float(g) for g in self.gammas]
+                )
         scales = (
             list(model_selection.PRIOR_SCALES) if self.prior_scale == "auto" else [float(self.prior_scale)]
         )
-        grid = [{"gamma": g, "prior_scale": sc} for g in gammas for sc in scales]
-        if self.kernel is None:
-            grid = [{"prior_scale": sc} for sc in scales]
+        grid = [{**({} if g is None else {"gamma": g}), "prior_scale": sc} for g in gammas for sc in scales]
         best = grid[0]
         if len(grid) > 1:
             score = _InstanceCV(self, x, y, bag_of, n_classes)
-            chosen = select_by_cv(score, int(bag_of.max()) + 1, grid, self.cv_folds, self._seed())
+            chosen = select_by_cv(score, int(bag_of.max()) + 1, grid, self.cv, self._seed())
             best, self.cv_results_ = chosen.best, chosen.table
-        if self.kernel is not None:
+        if "gamma" in best:
             [x] = self._build_kernel_map([x], float(best["gamma"]))
         self.prior_scale_ = float(best["prior_scale"])
         self.row_scale_ = x.std(axis=0).astype(np.float64)
@@ -143,7 +135,7 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
                 ConvergenceWarning,
                 stacklevel=2,
             )
-        self.n_classes_, self.n_features_in_ = n_classes, len(self.feature_mean_)
+        self.n_classes_ = n_classes
         return self
 
     def _fit_weights(
@@ -158,14 +150,14 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
             "n_iter_": int(self.n_iter_),
             "converged_": bool(self.converged_),
         }
-        if self.kernel is not None:
+        if self._kernel() is not None:
             meta["kernel_gamma_"] = float(self.kernel_gamma_)
         return meta
 
     def coef_in_feature_units(self) -> tuple[np.ndarray, np.ndarray]:
         """``(coef, intercept)``, (d, C) and (C,), for raw features: ``x @ coef + intercept``: the logits."""
         check_is_fitted(self, "n_classes_")
-        if self.kernel is not None:
+        if self._kernel() is not None:
             raise ValueError("K-SLR's weights act on kernel features: they have no feature units")
         return to_feature_units(self.coef_, self.intercept_, *self._linear_scaling())
 
@@ -194,12 +186,10 @@ class _InstanceCV:
         key = (gamma, train.tobytes())
         if not self._cached or self._cached[0] != key:
             x_tr, x_te = self.x[tr], self.x[te]
-            if gamma is not None:
-                m = self.model
-                kmap = fit_kernel_map(
-                    x_tr, m.kernel, float(gamma), m.dictionary_size, bool(m.nystroem), m._seed()
-                )
-                x_tr, x_te = kmap.transform(x_tr), kmap.transform(x_te)
+            if gamma is not None:  # the kernel step alone, fitted on the training fold's instances
+                kernel = self.model._kernel_spec().set_params(gamma=float(gamma))
+                x_tr = kernel.fit_transform(x_tr)
+                x_te = kernel.transform(x_te)
             self._cached = (key, x_tr, self.y[tr], x_te, self.y[te])
             self._theta = None  # a new fold or gamma: fit from zero
         return self._cached[1:]
@@ -221,24 +211,23 @@ class MajorityClass(_BagClassifier):
     class indices or names, as for ``SoftmaxRegression``.
 
     Args:
-        standardize: kept for a common interface (and saved): the prediction
+        features: kept for a common interface (and saved): the prediction
             ignores the features, so it changes nothing.
 
-    Fitted attributes: ``class_prior_`` (C,), ``feature_mean_``,
-    ``feature_scale_`` (d,), ``n_classes_``, ``n_features_in_``.
+    Fitted attributes: ``class_prior_`` (C,), ``feature_map_``, ``n_classes_``, ``n_features_in_``.
     """
 
-    _saved_arrays = {"class_prior_": ("C",), **SCALING_ARRAYS}
+    _saved_arrays = {"class_prior_": ("C",)}
 
     def __init__(
         self,
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
-        standardize: bool | str = True,
+        features: str | TransformerMixin | None = "standard",
     ) -> None:
         self.n_classes = n_classes
         self.max_labels = max_labels
-        self.standardize = standardize
+        self.features = features
 
     def fit(self, bags: Bags, instance_labels: Sequence[Any] | None = None) -> MajorityClass:
         """Fit on instance labels (one array of indices or names per bag), or a ``MIMLData`` that has them."""
@@ -246,7 +235,7 @@ class MajorityClass(_BagClassifier):
         counts = np.bincount(y, minlength=n_classes).astype(float)
         # A tiny floor keeps transductive posteriors defined for unseen classes.
         self.class_prior_ = np.maximum(counts / counts.sum(), 1e-12)
-        self.n_classes_, self.n_features_in_ = n_classes, x.shape[1]
+        self.n_classes_ = n_classes
         return self
 
     def _inductive_proba(self, feats: list[np.ndarray]) -> list[np.ndarray]:

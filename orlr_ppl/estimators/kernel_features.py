@@ -1,9 +1,12 @@
-"""The feature map before a linear model: the inputs as they are, or RBF kernel features.
+"""The feature map of a model with one row of weights per mapped feature: a kernel step fitted last.
 
-Shared by kernel ORLR (``ORLR(kernel=RBF(...))``) and kernel softmax regression
-(``SoftmaxRegression(kernel="rbf")``, K-SLR): each fitted model keeps its map's
-dictionary (and Nystroem projection) among its saved arrays, so a loaded
-model maps new bags exactly as the fit did.
+Shared by ORLR and ``SoftmaxRegression`` (K-SLR). When the map's last step is a
+kernel (``RBFDictionary``, or scikit-learn's ``Nystroem``), the steps before it
+are fitted with the training instances (``_fit_features``) and the kernel step
+afterwards, at a width the model chooses (``_build_kernel_map``: the step's
+own, the median heuristic, or a cross-validated one), so that a selection can
+refit the kernel step alone on each fold's mapped features. ``feature_map_``
+is then the whole fitted map, which every prediction applies.
 """
 
 from __future__ import annotations
@@ -12,78 +15,63 @@ from typing import Any
 
 import numpy as np
 
-from ..data.kernel import RBF, KernelMap, fit_kernel_map
-from .base import SCALING_ARRAYS
+from ..features import fit_bags, make_feature_map, median_gamma, split_kernel, transform_bags
+from ..features.maps import KernelStep, join, kernel_step
 
 
 class _KernelFeatures:
-    """Mixin: ``kernel``/``nystroem``/``dictionary_size`` parameters, the fitted map, its saved arrays.
-
-    ``coef_`` has one row ("R") per feature the linear model sees: an input
-    feature, a dictionary element, or a Nystroem direction.
-    """
+    """Mixin: ``coef_`` has one row ("R") per feature the linear model sees: an input feature, a
+    dictionary element (``RBFDictionary``), a Nystroem direction, or a column of another map."""
 
     random_state: int | None
+    features: Any
     _optional_arrays = ("row_scale_",)  # folders saved before row_scale_ existed lack it
-
-    def _rbf(self) -> RBF | None:
-        """The kernel map's settings (None: linear features), from the estimator's parameters."""
-        if getattr(self, "kernel", None) is None:
-            return None
-        return RBF(dictionary_size=self.dictionary_size, nystroem=bool(self.nystroem))  # type: ignore[attr-defined]
-
-    def _nystroem(self) -> bool:
-        rbf = self._rbf()
-        return rbf is not None and rbf.nystroem
-
-    @property
-    def _saved_arrays(self) -> dict[str, tuple[str, ...]]:  # type: ignore[override]
-        arrays = {"coef_": ("R", "K"), "intercept_": ("K",), **SCALING_ARRAYS, "row_scale_": ("R",)}
-        if self._rbf() is not None:
-            arrays["kernel_dictionary_"] = ("m", "d")
-            if self._nystroem():
-                arrays["kernel_projection_"] = ("m", "R")
-        return arrays
+    _saved_arrays = {"coef_": ("R", "K"), "intercept_": ("K",), "row_scale_": ("R",)}
 
     def _array_dims(self) -> dict[str, int]:
         dims = super()._array_dims()  # type: ignore[misc]
-        dims["R"] = dims["d"]
-        if self._rbf() is not None:
-            dims["m"] = int(np.shape(self.kernel_dictionary_)[0])
-            proj = getattr(self, "kernel_projection_", None)
-            dims["R"] = dims["m"] if proj is None or not self._nystroem() else int(np.shape(proj)[1])
+        fmap = getattr(self, "feature_map_", None)
+        width = dims["d"] if fmap is None else fmap.transform(np.zeros((1, dims["d"]))).shape[1]
+        dims["R"] = int(width)
         return dims
 
     def _seed(self) -> int:
         return 0 if self.random_state is None else int(self.random_state)
 
-    def _kernel_map(self) -> KernelMap:
-        proj = self.kernel_projection_ if self._nystroem() else None
-        return KernelMap(self.kernel_dictionary_, float(self.kernel_gamma_), proj)
+    def _kernel_spec(self) -> KernelStep | None:
+        """The kernel step the ``features`` parameter asks for (unfitted); None without one."""
+        return kernel_step(make_feature_map(self.features, self.random_state))
+
+    def _kernel(self) -> KernelStep | None:
+        """The fitted kernel step of ``feature_map_``; None without one."""
+        return kernel_step(getattr(self, "feature_map_", None))
+
+    def _fit_features(self, feats: list[np.ndarray]) -> list[np.ndarray]:
+        """Fit the map's steps before a kernel step (all of it without one); the bags mapped."""
+        self.n_features_in_ = feats[0].shape[1]
+        before, _ = split_kernel(make_feature_map(self.features, self.random_state))
+        self.feature_map_ = before
+        return list(feats) if before is None else fit_bags(before, feats)
+
+    def _default_gamma(self, feats: list[np.ndarray]) -> float:
+        """The kernel step's own width, or the median heuristic on the mapped training instances."""
+        spec = self._kernel_spec()
+        gamma = getattr(spec, "gamma", None)
+        return median_gamma(np.concatenate(feats), self._seed()) if gamma is None else float(gamma)
 
     def _build_kernel_map(self, feats: list[np.ndarray], gamma: float) -> list[np.ndarray]:
-        """Fit the kernel map on standardised training bags (or one flat array); their kernel features."""
-        rbf = self._rbf()
-        assert rbf is not None
-        kmap = fit_kernel_map(
-            np.concatenate(feats), "rbf", gamma, rbf.dictionary_size, rbf.nystroem, self._seed()
-        )
-        self.kernel_dictionary_, self.kernel_gamma_ = kmap.dictionary, kmap.gamma
-        if kmap.projection is not None:
-            self.kernel_projection_ = kmap.projection
-        return [kmap.transform(x) for x in feats]
+        """Fit the kernel step at width ``gamma`` on the mapped training bags; their kernel features.
+
+        ``feature_map_`` becomes the whole map, and ``kernel_gamma_`` the width.
+        """
+        kernel = self._kernel_spec()
+        assert kernel is not None
+        kernel.set_params(gamma=float(gamma))
+        mapped = fit_bags(kernel, feats)
+        self.feature_map_ = join(getattr(self, "feature_map_", None), kernel)
+        self.kernel_gamma_ = float(gamma)
+        return mapped
 
     def _map_features(self, feats: list[np.ndarray]) -> list[np.ndarray]:
-        """Standardised bags to the features the linear model sees (kernel features, or as they are)."""
-        if self._rbf() is None:
-            return feats
-        kmap = self._kernel_map()
-        return [kmap.transform(x) for x in feats]
-
-    def _check_bags(self, bags: Any) -> list[np.ndarray]:
-        return self._map_features(super()._check_bags(bags))  # type: ignore[misc]
-
-    def _check_gamma(self) -> None:
-        gamma = getattr(self, "gamma", None)
-        if self._rbf() is not None and not (gamma == "auto" or (np.isscalar(gamma) and float(gamma) > 0)):
-            raise ValueError(f"gamma={gamma!r}: give a positive RBF width, or 'auto' (chosen by CV)")
+        """Bags through the steps before the kernel to the features the linear model sees."""
+        return transform_bags(self._kernel(), feats)

@@ -17,13 +17,14 @@ import jax
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.special import softmax
+from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..inference.mimm_em import fit_mimm
 from ..inference.mimm_steps import COVARIANCES, make_prior
 from ..model.model_data import make_model_data
-from .base import SCALING_ARRAYS, Bags, _BagClassifier
+from .base import Bags, _BagClassifier
 from .persistence import FIX
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a report is asked for
@@ -94,12 +95,11 @@ class MIMM(_BagClassifier):
             further one spreads it by a flat Dirichlet draw (from
             ``random_state``). The fit of highest log posterior is kept.
         random_state: seed of the restarts' draws.
-        standardize: centre and scale features on the training instances
-            first (so the prior's scale means the same in every feature);
-            "quantile-normal": each feature through its training quantiles
-            to a standard Normal first (``feature_quantiles_``), for Gaussian
-            classes on spiked or heavy-tailed features (``in_feature_units``
-            then refuses: the map is not linear).
+        features: the instance feature map (``orlr_ppl.features``), fitted on
+            the training instances first: ``"standard"`` (so the prior's scale
+            means the same in every feature); ``"quantile-normal"``, for
+            Gaussian classes on spiked or heavy-tailed features
+            (``in_feature_units`` then refuses: the map is not linear); None.
         max_labels: largest label set accepted (the DP holds ``2**K`` states).
 
     Fitted attributes: ``weights_`` (C,), ``means_`` (C, d), ``covariances_``
@@ -107,7 +107,7 @@ class MIMM(_BagClassifier):
     rewrites them); ``log_posterior_``, ``n_iter_``, ``converged_``,
     ``history_`` (the log posterior per iteration, not saved);
     ``degrees_of_freedom_``; ``n_classes_``, ``n_features_in_``,
-    ``feature_mean_``, ``feature_scale_``.
+    ``feature_map_``.
 
     Predictions: inductive ``predict_proba`` is ``p(y = c | x)``, the softmax
     of the logits; given label sets, ``p(y = c | X_b, Y_b)`` from the DP.
@@ -125,7 +125,7 @@ class MIMM(_BagClassifier):
         degrees_of_freedom: float | None = None,
         n_init: int = 1,
         random_state: int | None = None,
-        standardize: bool | str = True,
+        features: str | TransformerMixin | None = "standard",
         max_labels: int = DEFAULT_MAX_LABELS,
     ) -> None:
         self.n_classes = n_classes
@@ -138,7 +138,7 @@ class MIMM(_BagClassifier):
         self.degrees_of_freedom = degrees_of_freedom
         self.n_init = n_init
         self.random_state = random_state
-        self.standardize = standardize
+        self.features = features
         self.max_labels = max_labels
 
     @property
@@ -146,7 +146,7 @@ class MIMM(_BagClassifier):
         """``save``'s arrays and their shapes; the covariances' depend on ``covariance``."""
         self._check_covariance()
         cov = ("C", "d") if self.covariance == "diag" else ("C", "d", "d")
-        return {"weights_": ("C",), "means_": ("C", "d"), "covariances_": cov, **SCALING_ARRAYS}
+        return {"weights_": ("C",), "means_": ("C", "d"), "covariances_": cov}
 
     def _check_covariance(self) -> None:
         if self.covariance not in COVARIANCES:
@@ -187,7 +187,7 @@ class MIMM(_BagClassifier):
         self.degrees_of_freedom_ = float(prior.dof)
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
         self.history_ = res.history
-        self.n_classes_, self.n_features_in_ = n_classes, flat.shape[1]
+        self.n_classes_ = n_classes
         if not self.converged_:
             from ..inference.diagnostics import ConvergenceWarning  # ArviZ: imported only when needed
 

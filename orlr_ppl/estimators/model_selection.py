@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,7 +32,7 @@ from ..evaluation.metrics import average_precision, ranking_loss
 PRIOR_SCALES = (0.1, 0.3, 1.0, 3.0, 10.0)
 """The candidate prior scales of ``ORLRCV`` and ``SoftmaxRegression(prior_scale="auto")``, strongest first."""
 GAMMA_FACTORS = (0.25, 1.0, 4.0, 16.0)
-"""The candidate kernel widths, as multiples of the median heuristic (``data.kernel.median_gamma``)."""
+"""The candidate kernel widths, as multiples of the median heuristic (``features.median_gamma``)."""
 CV_SCORINGS = {
     "log_likelihood": ("mean_log_likelihood", 1.0),
     "ranking_loss": ("ranking_loss", -1.0),
@@ -124,7 +123,7 @@ def select_by_bag_cv(
     method = estimator._method()
     fixed = {
         "inference": method if isinstance(method, EM | MAP) else MAP(),
-        "standardize": False,  # the features are the outer fit's, standardised once
+        "features": None,  # the features are the outer fit's, mapped once (all but a kernel step)
         "n_classes": n_classes,
     }
     if estimator.prior == "group_horseshoe":  # no MAP: candidates are scored under the Normal of the slab
@@ -139,8 +138,8 @@ def select_by_bag_cv(
 
     def score(params: dict[str, Any], train: np.ndarray, test: np.ndarray) -> dict[str, float]:
         model = clone(estimator).set_params(**fixed, prior_scale=params["prior_scale"])
-        if "gamma" in params:
-            model.set_params(kernel=replace(model._rbf(), gamma=params["gamma"]))
+        if "gamma" in params:  # the kernel step alone, at this width, fitted on each fold's bags
+            model.set_params(features=estimator._kernel_spec().set_params(gamma=params["gamma"]))
         model._force_canonical = True  # the folds' fits share compiled programs
         model._fit_silently([feats[i] for i in train], [label_sets[i] for i in train])
         scores = held_out_scores(model, [feats[i] for i in test], [label_sets[i] for i in test], n_classes)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
 from functools import partial
 from pathlib import Path
@@ -27,14 +26,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.special import softmax
+from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..data.collinearity import CollinearityWarning, describe_dependencies, linear_dependencies
-from ..data.kernel import RBF, as_rbf, median_gamma
 from ..dp.packing import Layout, PackedBags, canonical_size, dp_work
 from ..dp.ragged import draw_posteriors_on_host, pack_canonical
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..evaluation.metrics import CREDIBLE_MASS, check_credible_mass, equal_tailed_interval
+from ..features import RBFDictionary, make_feature_map, median_gamma
+from ..features.maps import HEAVY_TAIL_Z, extreme_z, is_quantile_map, to_feature_units
 from ..inference import methods
 from ..inference.methods import EM, MAP, NUTS, SVI, Inference
 from ..model.numpyro_model import ModelData, make_model_data
@@ -44,7 +45,6 @@ from . import (  # its grids read at fit time, so one assignment changes both es
     persistence,
 )
 from .base import Bags, _BagClassifier
-from .feature_map import heavy_tail_note, heavy_tailed_features, to_feature_units
 from .inputs import split_by_bag
 from .kernel_features import _KernelFeatures
 from .model_selection import select_by_bag_cv
@@ -81,9 +81,12 @@ RENAMED = {
     "learning_rate": "inference=SVI(learning_rate=...)",
     "subsample_size": "inference=SVI(subsample_size=...)",
     "progress_bar": "inference=NUTS(progress_bar=...) or SVI(progress_bar=...); ORLRCV(progress_bar=...)",
-    "gamma": "kernel=RBF(gamma=...); ORLRCV(gammas=...) chooses it by cross-validation",
-    "dictionary_size": "kernel=RBF(dictionary_size=...)",
-    "nystroem": "kernel=RBF(nystroem=True)",
+    "standardize": "features='standard' | 'quantile-normal' | None",
+    "kernel": "features='rbf', or a scikit-learn pipeline ending in RBFDictionary(...) or Nystroem(...)",
+    "gamma": "features=make_pipeline(StandardScaler(), RBFDictionary(gamma=...)); ORLRCV(gammas=...) "
+    "chooses it by cross-validation",
+    "dictionary_size": "RBFDictionary(n_components=...) in features",
+    "nystroem": "scikit-learn's Nystroem(...) in features",
     "cv_folds": "ORLRCV(cv=...)",
     "cv_scoring": "ORLRCV(scoring=...)",
     "canonical_shapes": "nothing: it is internal (cross_validate shares one packing layout across its folds)",
@@ -125,16 +128,17 @@ class ORLR(_KernelFeatures, _BagClassifier):
             maximum likelihood. ``ORLRCV`` chooses it by cross-validation.
         intercept_scale: sd of the Normal prior on the intercepts; None: flat.
         fit_intercept: learn per-class intercepts ``beta``.
-        standardize: the instance feature map fitted on the training instances
-            and applied before every prediction, so that one prior scale means
-            the same for every feature: True centres and scales each feature;
-            ``"quantile-normal"`` first maps each through its training
-            quantiles to a Normal, for spiked or heavy-tailed features; False
-            leaves them raw.
-        kernel: None (linear features), ``"rbf"`` or ``RBF(gamma=...,
-            dictionary_size=..., nystroem=...)``: kernel ORLR, each instance
-            replaced by its RBF similarities to a dictionary of training
-            instances; ``coef_`` then has a row per dictionary element.
+        features: the instance feature map, fitted on the training instances
+            and applied before every prediction (``orlr_ppl.features``):
+            ``"standard"`` centres and scales each feature, so that one prior
+            scale means the same for every feature; ``"quantile-normal"``
+            first maps each through its training quantiles to a Normal, for
+            spiked or heavy-tailed features; ``"rbf"`` is kernel ORLR, each
+            instance replaced by its RBF similarities to a dictionary of
+            training instances (``coef_`` then has a row per element); None
+            leaves the features raw; or any scikit-learn transformer, e.g.
+            ``make_pipeline(StandardScaler(), RBFDictionary(gamma=0.5,
+            n_components=500))`` or one ending in ``Nystroem``.
         n_classes: the number of classes; default: the largest label + 1.
         max_labels: the largest label set accepted (the DP holds ``2**K`` states per bag).
         novel_class: add a novel (background) class, index C, the last column
@@ -186,8 +190,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         prior_scale: float | None = 1.0,
         intercept_scale: float | None = 10.0,
         fit_intercept: bool = True,
-        standardize: bool | str = True,
-        kernel: str | RBF | None = None,
+        features: str | TransformerMixin | None = "standard",
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
         novel_class: bool = False,
@@ -203,8 +206,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         self.prior_scale = prior_scale
         self.intercept_scale = intercept_scale
         self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.kernel = kernel
+        self.features = features
         self.n_classes = n_classes
         self.max_labels = max_labels
         self.novel_class = novel_class
@@ -238,10 +240,9 @@ class ORLR(_KernelFeatures, _BagClassifier):
         feats, label_sets, n_classes = self._label_set_training_data(bags, label_sets)  # standardised
         if instance_labels is not None and self.prune > 0:
             raise ValueError("prune leaves bags out: give instance_labels with prune=0")
-        n_features = feats[0].shape[1]
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
         posterior = isinstance(method, NUTS | SVI)
-        if posterior and self._rbf() is None:
+        if posterior and self._kernel_spec() is None:
             self._check_linear_features(feats, n_classes + bool(self.novel_class))
         feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; CV's choices
         # Canonical shapes let fits of one shape family share compiled programs: EM and MAP are
@@ -271,7 +272,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         else:
             self._fit_point(data, method)
             self._unpad_rows(padded)
-        self.n_classes_, self.n_features_in_ = n_classes, n_features
+        self.n_classes_ = n_classes
         self._drop_zero_rows()
         # The warnings are issued here, with stacklevel 2, so that they point at the caller of fit.
         if hasattr(self, "posterior_"):
@@ -305,7 +306,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
                 "density is unbounded at zero, so it has no MAP; sample it with inference='nuts' or 'svi' "
                 "and a prior_scale (the slab), or use prior='l21' for a point estimate"
             )
-        as_rbf(self.kernel)
+        make_feature_map(self.features)  # a ValueError naming a bad map
 
     def _prior_scales(self) -> list[float | None]:
         """The prior scales to fit with: ``prior_scale`` here, ``ORLRCV``'s candidates there."""
@@ -341,7 +342,9 @@ class ORLR(_KernelFeatures, _BagClassifier):
         classes = getattr(self, "class_names_", None)
         if classes is not None and self.novel_class:  # W, beta have one more column than the data
             classes = [*classes, NOVEL_CLASS_NAME]
-        rows = getattr(self, "feature_names_", None) if self._rbf() is None else None  # kernel: elements
+        rows = getattr(self, "feature_names_", None)  # a kernel's rows are elements or directions
+        if self._kernel() is not None or (rows is not None and len(rows) != len(self.row_scale_)):
+            rows = None
         bags = None if bag_ids is None else [str(b) for b in bag_ids]
         self._set_posterior(with_names(res.posterior, classes, rows, bags))
 
@@ -396,25 +399,20 @@ class ORLR(_KernelFeatures, _BagClassifier):
         posterior means ``coef_``/``intercept_``.
         """
         check_is_fitted(self, "n_classes_")
-        if self._rbf() is not None:
+        if self._kernel() is not None:
             raise ValueError("kernel ORLR's weights act on kernel features: they have no feature units")
         return to_feature_units(self.coef_, self.intercept_, *self._linear_scaling())
 
     # -- feature rows: the kernel map, hyperparameters, row inclusion --------------
-
-    def _rbf(self) -> RBF | None:
-        return as_rbf(self.kernel)
 
     def _hyperparameters(
         self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int
     ) -> tuple[float | None, float | None]:
         """``(kernel width, prior scale)`` to fit with: the parameters' (a kernel's width None: the
         median heuristic); ``ORLRCV`` chooses them by cross-validation."""
-        rbf = self._rbf()
-        if rbf is None:
+        if self._kernel_spec() is None:
             return None, self.prior_scale
-        gamma = median_gamma(np.concatenate(feats), self._seed()) if rbf.gamma is None else rbf.gamma
-        return float(gamma), self.prior_scale
+        return self._default_gamma(feats), self.prior_scale
 
     def _fit_rows(self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int) -> list[np.ndarray]:
         """The features the linear model sees (a kernel's, or the standardised ones).
@@ -441,7 +439,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         dep = linear_dependencies(x, names)
         if dep.redundant:
             warnings.warn(describe_dependencies(dep, n_outputs), CollinearityWarning, stacklevel=3)
-        self.heavy_tailed_features_ = heavy_tailed_features(x, self.standardize, names)
+        self.heavy_tailed_features_ = heavy_tailed_features(x, self.feature_map_, names)
 
     def _posterior_diagnostics(self, warn: bool) -> Diagnostics:
         """``posterior_``'s diagnostics, whose problems end with the heavy-tailed features carrying
@@ -464,7 +462,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         weights stay exactly zero in EM, L-BFGS and FISTA alike (their gradient
         is the prior's, zero at zero), so ``_unpad_rows`` only cuts them off.
         """
-        if self._rbf() is None or not canonical:
+        if self._kernel() is None or not canonical:
             return feats, 0
         r = feats[0].shape[1]
         pad = canonical_size(r, steps=8) - r
@@ -498,7 +496,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
     def _drop_zero_rows(self) -> None:
         """After an l2,1 point fit of kernel ORLR: dictionary elements whose rows are exactly zero go."""
         point = not hasattr(self, "coef_draws_")
-        if self._rbf() is not None and not self._nystroem() and self.prior == "l21" and point:
+        if isinstance(self._kernel(), RBFDictionary) and self.prior == "l21" and point:
             zero = ~np.any(np.asarray(self.coef_) != 0, axis=1)
             if zero.any():
                 self._keep_rows(np.flatnonzero(~zero), int(zero.sum()))
@@ -533,11 +531,12 @@ class ORLR(_KernelFeatures, _BagClassifier):
         whose size ``row_inclusion`` bounds).
         """
         keep = self.row_inclusion() >= float(min_inclusion)
-        if self._nystroem():
+        kernel = self._kernel()
+        if kernel is not None and not isinstance(kernel, RBFDictionary):
             raise ValueError(
-                "Nystroem features mix dictionary elements: prune_rows needs RBF(nystroem=False)"
+                f"{type(kernel).__name__} features mix dictionary elements: prune_rows needs RBFDictionary"
             )
-        if self._rbf() is None:
+        if kernel is None:
             self.coef_ = np.where(keep[:, None], self.coef_, 0.0)
             if hasattr(self, "coef_draws_"):
                 self.coef_draws_ = np.where(keep[None, :, None], self.coef_draws_, 0.0)
@@ -547,7 +546,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
 
     def _keep_rows(self, rows: np.ndarray, n_dropped: int) -> None:
         """Keep kernel ORLR's dictionary elements ``rows`` (and their rows of the weights)."""
-        self.kernel_dictionary_ = np.asarray(self.kernel_dictionary_)[rows]
+        self._kernel().keep(rows)
         self.row_scale_ = np.asarray(self.row_scale_)[rows]
         self.coef_ = np.asarray(self.coef_)[rows]
         if hasattr(self, "coef_draws_"):
@@ -683,22 +682,15 @@ class ORLR(_KernelFeatures, _BagClassifier):
     def _params_json(self) -> dict[str, Any]:
         params = super()._params_json()
         params["inference"] = methods.to_json(params["inference"])
-        if isinstance(params["kernel"], RBF):
-            params["kernel"] = {"kernel": "rbf", **asdict(params["kernel"])}
         return params
 
     @classmethod
     def _params_from_json(cls, meta: dict[str, Any], meta_file: Path) -> dict[str, Any]:
         params = dict(meta["params"])
         if persistence.check_format(meta, meta_file) == 1:
-            params = params_of_format_1(params, meta.get("fitted") or {})
+            fitted = meta.get("fitted") or {}
+            params = params_of_format_1(persistence.features_of_format_1(params, fitted), fitted)
         params["inference"] = methods.from_json(params.get("inference", "em"), str(meta_file))
-        kernel = params.get("kernel")
-        if isinstance(kernel, dict) and kernel.get("kernel") == "rbf":
-            try:
-                params["kernel"] = RBF(**{k: v for k, v in kernel.items() if k != "kernel"})
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"{meta_file}: its kernel settings {kernel!r} are invalid: {err}") from err
         return persistence.saved_params({**meta, "params": params}, cls._get_param_names(), meta_file)
 
     def _fitted_metadata(self) -> dict[str, Any]:
@@ -772,9 +764,10 @@ class ORLRCV(ORLR):
 
     Args:
         prior_scales: the candidate prior scales, strongest prior first (ties go to the earlier).
-        gammas: kernel ORLR's candidate RBF widths; None: the median heuristic
-            times ``(0.25, 1, 4, 16)`` (or the kernel's own ``RBF(gamma=...)``
-            when given). Ignored for linear features.
+        gammas: the candidate widths of the kernel step of ``features``
+            (``"rbf"``, ``RBFDictionary`` or ``Nystroem``); None: the median
+            heuristic times ``(0.25, 1, 4, 16)``, or the step's own ``gamma``
+            when it has one. Ignored without a kernel step.
         cv: the number of bag-level folds.
         scoring: the held-out score that decides: ``"log_likelihood"`` (the
             model's own, the mean of ``log p(Y_b | X_b)``), ``"ranking_loss"``
@@ -800,8 +793,7 @@ class ORLRCV(ORLR):
         prior: str = "normal",
         intercept_scale: float | None = 10.0,
         fit_intercept: bool = True,
-        standardize: bool | str = True,
-        kernel: str | RBF | None = None,
+        features: str | TransformerMixin | None = "standard",
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
         novel_class: bool = False,
@@ -821,8 +813,7 @@ class ORLRCV(ORLR):
         self.prior = prior
         self.intercept_scale = intercept_scale
         self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.kernel = kernel
+        self.features = features
         self.n_classes = n_classes
         self.max_labels = max_labels
         self.novel_class = novel_class
@@ -852,18 +843,19 @@ class ORLRCV(ORLR):
             )
         if self.gammas is not None:
             for g in self.gammas:
-                RBF(gamma=g)  # a ValueError naming a bad width
+                if not (np.isscalar(g) and float(g) > 0):
+                    raise ValueError(f"gammas holds gamma={g!r}: give positive widths, or None")
 
     def _hyperparameters(
         self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int
     ) -> tuple[float | None, float | None]:
-        rbf = self._rbf()
+        spec = self._kernel_spec()
         gammas: list[float | None] = [None]
-        if rbf is not None and self.gammas is not None:
+        if spec is not None and self.gammas is not None:
             gammas = [float(g) for g in self.gammas]
-        elif rbf is not None and rbf.gamma is not None:
-            gammas = [float(rbf.gamma)]
-        elif rbf is not None:
+        elif spec is not None and spec.gamma is not None:
+            gammas = [float(spec.gamma)]
+        elif spec is not None:
             base = median_gamma(np.concatenate(feats), self._seed())
             gammas = [base * f for f in model_selection.GAMMA_FACTORS]
         scales = self._prior_scales()
@@ -881,10 +873,10 @@ class ORLRCV(ORLR):
 def params_of_format_1(old: dict[str, Any], fitted: Mapping[str, Any]) -> dict[str, Any]:
     """orlr-ppl 0.1's flat ``ORLR`` arguments (a format-1 ``metadata.json``) as today's.
 
-    The method's settings become its settings object; ``gamma``,
-    ``dictionary_size`` and ``nystroem`` an ``RBF``; an ``"auto"`` scale or
-    width the value the fit chose (``fitted``); layout and CV settings, which
-    shaped the fit but not the model, are dropped.
+    The method's settings become its settings object (the feature map's,
+    ``persistence.features_of_format_1``, come first); an ``"auto"`` scale the
+    value the fit chose (``fitted``); layout and CV settings, which shaped the
+    fit but not the model, are dropped.
     """
     params = dict(old)
     method = params.pop("method", "em")
@@ -898,10 +890,43 @@ def params_of_format_1(old: dict[str, Any], fitted: Mapping[str, Any]) -> dict[s
     params["inference"] = settings_class(**settings)
     if params.get("prior_scale") == "auto":
         params["prior_scale"] = fitted.get("prior_scale_")
-    if params.get("kernel") == "rbf":
-        gamma = fitted.get("kernel_gamma_") if taken.get("gamma") == "auto" else taken.get("gamma")
-        params["kernel"] = RBF(gamma, taken.get("dictionary_size"), bool(taken.get("nystroem", False)))
     return params
+
+
+def heavy_tailed_features(x: np.ndarray, fmap: Any, names: Sequence[str] | None) -> dict[str, float]:
+    """Name -> largest |z| of the features of the (n, d) training instances ``x`` that reach ``HEAVY_TAIL_Z``.
+
+    Empty under a quantile map (``features="quantile-normal"``), the remedy ``heavy_tail_note`` offers.
+    ``names``: the d feature names, default ``"0"``, ``"1"``, ... (the posterior's labels without names).
+    """
+    if is_quantile_map(fmap):
+        return {}
+    z = extreme_z(x)
+    names = [str(j) for j in range(len(z))] if names is None else [str(n) for n in names]
+    return {n: float(v) for n, v in zip(names, z, strict=True) if v >= HEAVY_TAIL_Z}
+
+
+def heavy_tail_note(heavy: dict[str, float], diagnostics: Diagnostics) -> str:
+    """A sentence for the ``ConvergenceWarning`` when failing weights ``W[feature, class]`` sit on the
+    ``heavy`` features (``heavy_tailed_features``); empty when none does.
+
+    Such a weight is set by a few extreme instances, and its chains mix slowly. On HJA union this
+    was the worst weight in most folds, and the quantile-normal map made every fold converge
+    (REPRODUCTION.md), so the note offers it.
+    """
+    from ..inference.diagnostics import failing_parameters
+
+    failing = failing_parameters(diagnostics)
+    named = {f: z for f, z in heavy.items() if any(p.startswith(f"W[{f}, ") for p in failing)}
+    if not named:
+        return ""
+    listed = ", ".join(f"{f} ({z:.1f} sd)" for f, z in sorted(named.items(), key=lambda fz: -fz[1]))
+    return (
+        "failing weights W[f, ...] sit on heavy-tailed features f, whose training values reach far "
+        f"from their mean: f = {listed}. A few extreme instances set such a weight, and its chains "
+        "mix slowly: refit with features='quantile-normal' (each feature through its training "
+        "quantiles to a Normal), which made such chains converge on HJA birdsong"
+    )
 
 
 def _entropy(p: np.ndarray) -> np.ndarray:

@@ -21,8 +21,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+from sklearn.base import clone
+from sklearn.kernel_approximation import Nystroem
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import QuantileTransformer, StandardScaler
 
 from .._version import __version__
+from ..features import RBFDictionary, make_feature_map
+from ..features.saving import from_saved, to_saved
 
 MODEL_FILES = ("metadata.json", "params.npz", "posterior.nc")
 """The files ``save`` writes: a folder holding any of them holds a model."""
@@ -47,6 +53,7 @@ OPTIONAL_KEYS = {
     "class_names": list,
     "feature_names": list,
     "fitted": dict,
+    "feature_map": dict,
 }
 """The keys of ``metadata.json`` and their JSON types (optional ones may also be null)."""
 
@@ -192,10 +199,12 @@ def _json_name(kind: type) -> str:
 def saved_params(meta: Mapping[str, Any], allowed: Collection[str], meta_file: Path) -> dict[str, Any]:
     """The constructor arguments in ``metadata.json``, refusing one the estimator does not take.
 
-    A folder saved before ``standardize`` existed holds a model fitted on raw
-    features: it is rebuilt with ``standardize=False``, which is what it did.
+    A ``features`` transformer, saved unfitted (``unfitted_description``), is rebuilt.
     """
     params = dict(meta["params"])
+    features = params.get("features")
+    if isinstance(features, dict) and "transformer" in features:
+        params["features"] = from_saved(features["transformer"], {}, f"{meta_file}: 'features'")
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ValueError(
@@ -203,9 +212,92 @@ def saved_params(meta: Mapping[str, Any], allowed: Collection[str], meta_file: P
             f"was saved by orlr-ppl {meta.get('version', '?')}; this is {__version__}): remove them from "
             "the file, or re-fit and save the model with this version"
         )
-    if "standardize" in allowed and "standardize" not in params:
-        params["standardize"] = False
     return params
+
+
+def unfitted_description(transformer: Any) -> Any:
+    """An unfitted transformer (an estimator's ``features``) as JSON: its classes and parameters."""
+    return to_saved(clone(transformer))[0]
+
+
+# -- format 1: orlr-ppl 0.1's folders -------------------------------------------------------------
+
+FORMAT_1_MAP_ARRAYS = (
+    "feature_mean_",
+    "feature_scale_",
+    "feature_quantiles_",
+    "kernel_dictionary_",
+    "kernel_projection_",
+)
+"""The arrays in which a format-1 folder kept its hand-written feature map."""
+
+
+def features_of_format_1(params: dict[str, Any], fitted: Mapping[str, Any]) -> dict[str, Any]:
+    """A format-1 estimator's ``standardize`` (and kernel settings) as today's ``features``.
+
+    A folder saved before ``standardize`` existed holds a model fitted on raw
+    features: ``features=None``, which is what it did. A kernel model's
+    width is the one its fit used (``kernel_gamma_``).
+    """
+    params = dict(params)
+    standardize = params.pop("standardize", False)
+    scale = {True: "standard", False: None}.get(standardize, standardize)
+    kernel = params.pop("kernel", None)
+    gamma = params.pop("gamma", None)
+    size, nystroem = params.pop("dictionary_size", None), bool(params.pop("nystroem", False))
+    if kernel is None:
+        params["features"] = scale
+        return params
+    gamma = fitted.get("kernel_gamma_", None if gamma == "auto" else gamma)
+    step = (
+        Nystroem(kernel="rbf", gamma=gamma, n_components=size or 100, random_state=params.get("random_state"))
+        if nystroem
+        else RBFDictionary(gamma=gamma, n_components=size, random_state=params.get("random_state"))
+    )
+    before = make_feature_map(scale)
+    steps = (
+        [] if before is None else (before.steps if isinstance(before, Pipeline) else [("standard", before)])
+    )
+    params["features"] = Pipeline([*steps, ("kernel", step)])
+    return params
+
+
+def feature_map_of_format_1(meta: Mapping[str, Any], values: dict[str, np.ndarray], param_file: Path) -> Any:
+    """The fitted feature map a format-1 folder kept as arrays, as scikit-learn transformers."""
+    params, fitted = meta["params"], meta.get("fitted") or {}
+    d = int(meta["n_features"])
+    steps: list[tuple[str, Any]] = []
+    if "feature_quantiles_" in values:
+        q = np.asarray(values["feature_quantiles_"], np.float64)
+        quantile = QuantileTransformer(
+            n_quantiles=len(q), output_distribution="normal", subsample=None, random_state=0
+        )
+        quantile.quantiles_, quantile.references_ = q, np.linspace(0.0, 1.0, len(q))
+        quantile.n_quantiles_, quantile.n_features_in_ = len(q), d
+        steps.append(("quantile", quantile))
+    mean, scale = values.get("feature_mean_"), values.get("feature_scale_")
+    if mean is not None and scale is not None and (np.any(mean) or np.any(scale != 1)):
+        if not np.all(scale > 0):
+            raise ValueError(f"{param_file}: array 'feature_scale_' must be positive; {FIX}")
+        scaler = StandardScaler()
+        scaler.mean_, scaler.scale_ = np.asarray(mean, np.float64), np.asarray(scale, np.float64)
+        scaler.var_, scaler.n_features_in_, scaler.n_samples_seen_ = scaler.scale_**2, d, 2
+        steps.append(("standard", scaler))
+    if "kernel_dictionary_" in values:
+        dictionary, gamma = np.asarray(values["kernel_dictionary_"]), float(fitted["kernel_gamma_"])
+        projection = values.get("kernel_projection_")
+        if params.get("nystroem") and projection is not None:
+            kernel = Nystroem(kernel="rbf", gamma=gamma, n_components=len(dictionary))
+            kernel.components_, kernel.normalization_ = dictionary, np.asarray(projection)
+            kernel.component_indices_ = np.arange(len(dictionary))
+            kernel.n_features_in_, kernel._n_features_out = d, int(np.shape(projection)[1])
+        else:
+            kernel = RBFDictionary(gamma=gamma)
+            kernel.dictionary_, kernel.gamma_, kernel.n_features_in_ = dictionary, gamma, d
+        steps.append(("kernel", kernel))
+    if not steps:
+        return None
+    return steps[0][1] if len(steps) == 1 else Pipeline(steps)
 
 
 def read_arrays(

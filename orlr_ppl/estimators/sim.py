@@ -12,10 +12,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.special import softmax
+from sklearn.base import TransformerMixin
 
 from ..dp.validation import DEFAULT_MAX_LABELS, check_label_sets
 from ..evaluation.metrics import multi_hot, ranking_loss
-from .base import SCALING_ARRAYS, Bags, _BagClassifier
+from .base import Bags, _BagClassifier
 from .sim_objective import make_pairs, pad_bags, run_paths
 
 LAMBDA_GRID: tuple[float, ...] = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
@@ -81,20 +82,18 @@ class SIM(_BagClassifier):
             other estimators; SIM itself has no per-set cost).
         random_state: seed of the fold assignment (the optimisation itself is
             deterministic).
-        standardize: centre and scale each feature by its training mean and
-            standard deviation before anything else (and before every
-            prediction), as the other estimators do. The authors' scaling
-            below is itself unchanged by a per-feature rescaling, so for SIM
-            this changes the arithmetic, not the model. "quantile-normal":
-            each feature through its training quantiles to a standard Normal
-            first (``feature_quantiles_``), which does change the model.
+        features: the instance feature map (``orlr_ppl.features``), fitted
+            on the training instances and applied before every prediction, as
+            the other estimators do. The authors' scaling below is itself
+            unchanged by a per-feature rescaling, so for SIM ``"standard"``
+            changes the arithmetic, not the model; ``"quantile-normal"`` does
+            change the model.
 
     Label sets: per bag, class indices or class names (``class_names_``: the
     sorted names), or a (B, C) 0/1 label matrix, as for ``ORLR``.
 
     Fitted attributes: ``coef_`` (d, C) the weights, in the scaled feature
-    space; ``feature_mean_``, ``feature_scale_`` (d,) the standardisation
-    (zeros and ones with ``standardize=False``), applied before the scaling;
+    space; ``feature_map_`` the fitted feature map, applied before the scaling;
     ``lam_``; ``cv_scores_`` (len(LAMBDA_GRID),) mean held-out ranking loss
     per lam (None when ``lam`` was given); ``objective_`` the best true
     objective; ``objective_path_`` (n_outer * n_inner + 1,) the true objective
@@ -117,7 +116,6 @@ class SIM(_BagClassifier):
         "scale_range_": ("d",),
         "center_": ("d",),
         "norm_": (),
-        **SCALING_ARRAYS,
     }
     # predict_proba is a softmax of margins, not a probability model: bag_scores(rule="model") refuses.
     _calibrated = False
@@ -131,7 +129,7 @@ class SIM(_BagClassifier):
         n_classes: int | None = None,
         max_labels: int = DEFAULT_MAX_LABELS,
         random_state: int | None = 0,
-        standardize: bool | str = True,
+        features: str | TransformerMixin | None = "standard",
     ) -> None:
         self.lam = lam
         self.cv = cv
@@ -140,7 +138,7 @@ class SIM(_BagClassifier):
         self.n_classes = n_classes
         self.max_labels = max_labels
         self.random_state = random_state
-        self.standardize = standardize
+        self.features = features
 
     # -- fitting ---------------------------------------------------------------
 
@@ -168,7 +166,7 @@ class SIM(_BagClassifier):
         self.objective_path_ = np.asarray(res.history, dtype=np.float64)
         self.scale_min_, self.scale_range_ = scaling.min, scaling.range
         self.center_, self.norm_ = scaling.center, np.asarray(scaling.norm)
-        self.n_classes_, self.n_features_in_ = n_classes, feats[0].shape[1]
+        self.n_classes_ = n_classes
         return self
 
     def _select_lambda(

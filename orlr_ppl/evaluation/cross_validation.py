@@ -20,12 +20,15 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
+from sklearn.preprocessing import StandardScaler
 
 from ..data.container import MIMLData
 from ..dp.packing import Layout, shared_layout
+from ..features import fit_bags, transform_bags
 from ..inference.diagnostics import ConvergenceWarning
 from . import metrics
 
@@ -150,8 +153,9 @@ def cross_validate(
     layout = fold_layout([train for train, _ in folds])
     for fold, (train, test) in enumerate(folds):
         if standardize:
-            scaler = train.fit_standardizer()
-            train, test = scaler.transform(train), scaler.transform(test)
+            scaler = StandardScaler()  # fitted on the training bags only
+            train = replace(train, bags=fit_bags(scaler, train.bags))
+            test = replace(test, bags=transform_bags(scaler, test.bags))
         fitted = []
         for name, make in models.items():
             t0 = time.perf_counter()

@@ -3,7 +3,7 @@
 Row ``j`` of ``W_raw`` (d, C-1) holds feature ``j``'s weights for every class
 (in the sum-to-zero basis, whose columns are orthonormal, so
 ``||W_raw[j]|| = ||W[j]||``). A prior that shrinks whole rows selects features,
-and for kernel features (``data.kernel``) dictionary elements.
+and for kernel features (``features.RBFDictionary``) dictionary elements.
 
 ``GroupLaplace(scale)`` on a row ``w`` of size ``k`` has density
 ``exp(-||w|| / scale) / Z(k, scale)`` with
