@@ -1,7 +1,6 @@
 """JAX's persistent compilation cache: compiled programs kept on disk between processes.
 
-Compiling the sampler and the DP's gradient is most of the fixed cost of a fit
-(about 25 s of a NUTS fit on Letter Frost, on a 2-core CPU). The ``orlr-ppl``
+Compiling the sampler and the DP's gradient is most of the fixed cost of a fit. The ``orlr-ppl``
 command line switches this cache on, and the notebooks do in their first cell,
 so that a second process fitting data of the same shape family loads the
 programs instead of compiling them. JAX keys each entry by the program, the

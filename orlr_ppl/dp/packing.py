@@ -33,8 +33,8 @@ CANONICAL_MERGE_WORK = 1 << 18
 """With canonical shapes, neighbouring buckets merge, across label-set sizes
 too, while the merged bucket's padded work (bags * instances * K * 2**K)
 stays under this. Each bucket is a DP of its own in every compiled program,
-0.5-1 s of compile on a 2-core CPU, and EM or MAP runs the DP a few hundred
-times, so a few hundred thousand padded cells cost them milliseconds. Without
+costly to compile, and EM or MAP runs the DP a few hundred times, so a few
+hundred thousand padded cells cost them little. Without
 canonical shapes (NUTS and SVI, which run it ~10**5 times) buckets merge
 across sizes only under ``SMALL_BUCKET_CELLS``. A bag in a bucket of larger
 ``K`` has its extra slots masked (``Bucket.label_mask``): no result changes."""

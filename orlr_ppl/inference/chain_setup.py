@@ -93,8 +93,8 @@ def jittered_inits(
 ) -> dict[str, np.ndarray]:
     """(num_chains, ...) starting points: ``init + jitter * N(0, 1)`` per chain and scalar.
 
-    Drawn with NumPy on the host: ``jax.random.normal`` compiled a program for
-    every parameter shape, about 2.7 s of each NUTS fit on the CPU.
+    Drawn with NumPy on the host: ``jax.random.normal`` would compile a program
+    for every parameter shape, seconds of each NUTS fit.
     """
     rng = np.random.default_rng([int(seed), 7919])
     out = {}
@@ -149,8 +149,7 @@ def _whitened_hessian(
 
     Built row by row from Hessian-vector products, ``_HVP_BATCH`` at a time:
     ``jax.hessian`` of the whole potential evaluates all P at once, and its
-    memory grew with P (peak 5.9 GB against 1.8 GB at P = 3,612 on HJA
-    union's 4,470 training instances; ``benchmarks/whitening_cost.py``).
+    memory grows with P.
     """
     grad = jax.grad(lambda v: potential(rest | _unflat(v, spec), arrays, scales, shape, fit_intercept))
     eye = partial(jax.nn.one_hot, num_classes=flat.shape[0], dtype=flat.dtype)

@@ -2,8 +2,7 @@
 
 A ``data.store.BagStore`` holds flat bags, and streaming it
 (``streaming.model_minibatches``) shuffles, stratifies and packs every
-minibatch on the host, in Python, at every epoch: on a million bags that was
-7-8.5 s of a 10 s epoch on an H100, the device idle (BENCHMARKS.md).
+minibatch on the host, in Python, at every epoch, while the device waits.
 ``streaming.write_packed_stream`` does that work once, through this format's
 writer ``write_packed``: one shuffled, stratified epoch of minibatches, every
 one in the stream's fixed layout (``streaming.stream_plan``), written as one

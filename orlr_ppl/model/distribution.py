@@ -22,8 +22,8 @@ def _inverse_cdf_categorical(key: Array, logits: Array, shape: tuple[int, ...]) 
     """``shape`` categorical draws from ``logits`` (..., C), by one uniform per draw against the CDF.
 
     ``random.categorical`` (Gumbel-max) draws C uniforms per draw, and under the
-    partitionable threefry that JAX uses by default its program compiled about
-    4 times slower: 13 s of the posterior predictive in a small NUTS fit.
+    partitionable threefry that JAX uses by default its program compiles several
+    times slower.
     """
     probs = jax.nn.softmax(logits, axis=-1)
     return categorical_from_uniform(random.uniform(key, shape, probs.dtype), probs)
