@@ -18,9 +18,9 @@ use ``numpyro.infer.MCMC``:
   fit of the same shape family (another fold, another prior scale) reuses it;
 - compile less: ``MCMC`` compiles the log-density gradient three times (its
   initial-parameter search, the kernel's initial state, the trajectory loop).
-  Here the starting states' potentials and gradients come from ``log_density.potential_and_grad_on_host``, the very
-  executable the MAP start compiled, so the program holds one copy, in the
-  trajectory loop.
+  Here the starting states' potentials and gradients come from
+  ``log_density.potential_and_grad_on_host``, the very executable the MAP
+  start compiled, so the program holds one copy, in the trajectory loop.
 
 Chains run in parallel (``jax.pmap``) when JAX exposes at least as many devices
 as chains (on a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
