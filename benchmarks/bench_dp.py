@@ -19,10 +19,10 @@ The functions compared are timed in turn within every repeat of one run, and
 each ratio is the median of the per-repeat ratios, so machine noise hits both
 sides alike.
 
-    python benchmarks/bench_dp.py [--repeats 200] [--x64] [--relaxed]
+    python -m benchmarks.bench_dp [--repeats 200] [--x64] [--relaxed]
 
-``--relaxed`` adds, per data set, the model path with each relaxation of the union (issue 12:
-a novel class, a fixed and a learnt leak, every third instance's label known, all together),
+``--relaxed`` adds, per data set, the model path with each relaxation of the union (a
+novel class, a fixed and a learnt leak, every third instance's label known, all together),
 timed interleaved with softmax, as ratios to it.
 
 The last line printed is ``hja_ratio=<x> letter_ratio=<y> doubling=<z>``.
@@ -31,23 +31,15 @@ The last line printed is ``hja_ratio=<x> letter_ratio=<y> doubling=<z>``.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.harness import bags_from_shapes, hja_shaped, letter_shaped, machine, time_interleaved
 from orlr_ppl import pack_bags, packed_log_likelihood
 from orlr_ppl.model.log_density import potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import make_model_data, split_model_data, sum_to_zero_basis
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shaped_data import bags_from_shapes, hja_shaped, letter_shaped  # noqa: E402
 
 
 def _objectives(feats, sets, labels, n_classes):
@@ -70,7 +62,7 @@ def _objectives(feats, sets, labels, n_classes):
 def _model_objective(feats, sets, n_classes, **relaxation):
     """(a'): the model's potential and gradient at weights ``w`` (d, C_out), as raw weights ``w @ basis``.
 
-    ``relaxation``: ``make_model_data``'s ``novel_class``, ``leak`` or ``instance_labels`` (issue 12);
+    ``relaxation``: ``make_model_data``'s ``novel_class``, ``leak`` or ``instance_labels``;
     a learnt leak is held at 0.05.
     """
     data = make_model_data(feats, sets, n_classes, **relaxation)
@@ -86,7 +78,7 @@ def _model_objective(feats, sets, n_classes, **relaxation):
 
 
 def _relaxed_rows(feats, sets, labels, n_classes, softmax, w0, repeats: int) -> dict[str, float]:
-    """Model path with each relaxation of the union, as ratios to softmax (issue 12), timed interleaved."""
+    """Model path with each relaxation of the union, as ratios to softmax, timed interleaved."""
     known = [np.where(np.arange(len(y)) % 3 == 0, y, -1) for y in labels]  # every third instance known
     variants = {
         "plain": ({}, w0),
@@ -100,26 +92,8 @@ def _relaxed_rows(feats, sets, labels, n_classes, softmax, w0, repeats: int) -> 
         ),
     }
     fns = [softmax] + [_model_objective(feats, sets, n_classes, **kw) for kw, _ in variants.values()]
-    times = _time_interleaved(fns, [w0] + [w for _, w in variants.values()], repeats)
+    times = time_interleaved(fns, [w0] + [w for _, w in variants.values()], repeats)
     return {name: float(np.median(times[:, j + 1] / times[:, 0])) for j, name in enumerate(variants)}
-
-
-def _time_interleaved(fns: list[Callable], arg, repeats: int) -> np.ndarray:
-    """(repeats, len(fns)) seconds, the functions timed in turn in every repeat.
-
-    Interleaving exposes every function to the same machine noise, so the
-    ratios of one repeat are comparable even when absolute times drift.
-    """
-    args = arg if isinstance(arg, list) else [arg] * len(fns)
-    for f, a in zip(fns, args):
-        jax.block_until_ready(f(a))
-    times = np.empty((repeats, len(fns)))
-    for r in range(repeats):
-        for j, (f, a) in enumerate(zip(fns, args)):
-            t0 = time.perf_counter()
-            jax.block_until_ready(f(a))
-            times[r, j] = time.perf_counter() - t0
-    return times
 
 
 def _shape_summary(packed) -> str:
@@ -136,18 +110,14 @@ def main() -> None:
     if args.x64:
         jax.config.update("jax_enable_x64", True)
     rng = np.random.default_rng(0)
-    print(
-        f"machine: {platform.machine()} {platform.processor() or ''} cpus={os.cpu_count()} "
-        f"jax={jax.__version__} device={jax.devices()[0].device_kind} "
-        f"dtype={'float64' if args.x64 else 'float32'}"
-    )
+    print(f"{machine()}; dtype={'float64' if args.x64 else 'float32'}")
 
     ratios, model_ratios = {}, {}
     for name, make in [("hja", hja_shaped), ("letter", letter_shaped)]:
         feats, sets, labels, n_classes = make(rng)
         miml, softmax, w0, packed = _objectives(feats, sets, labels, n_classes)
         model = _model_objective(feats, sets, n_classes)
-        times = _time_interleaved([miml, softmax, model], w0, args.repeats)
+        times = time_interleaved([miml, softmax, model], w0, args.repeats)
         t_miml, t_soft, t_model = np.median(times, axis=0)
         ratio = float(np.median(times[:, 0] / times[:, 1]))
         model_ratios[name] = float(np.median(times[:, 2] / times[:, 1]))
@@ -175,7 +145,7 @@ def main() -> None:
         miml, _, w0, _ = _objectives(feats, sets, labels, 8)
         fns.append(miml)
         ws.append(w0)
-    times = _time_interleaved(fns, ws, max(args.repeats // 2, 20))
+    times = time_interleaved(fns, ws, max(args.repeats // 2, 20))
     for n, t in zip(sizes, np.median(times, axis=0)):
         print(f"one bag, n={n}, |Y|=5: MIML {t * 1e3:.3f} ms")
     doublings = [float(np.median(times[:, i + 1] / times[:, i])) for i in range(2)]

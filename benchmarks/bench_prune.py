@@ -1,34 +1,29 @@
 """Accuracy and fit time of ORLR-EM with pruning and with stochastic EM (Pham, Raich & Fern 6.6), 10-fold.
 
 ``ORLR(prune=f)`` leaves out the fraction ``f`` of the training bags with the most DP work
-(``n_b |Y_b| 2^|Y_b|``, 6.6.2); ``ORLR(bag_fraction=s)`` runs stochastic EM on the fraction ``s``
-of the bags per iteration (6.6.1). For each setting, a 10-fold cross-validation (seed 0) of
+(``n_b |Y_b| 2^|Y_b|``, 6.6.2); ``ORLR(inference=EM(bag_fraction=s))`` runs stochastic EM on the
+fraction ``s`` of the bags per iteration (6.6.1). For each setting, a 10-fold cross-validation (seed 0) of
 ORLR-EM with the comparison's settings (50 iterations, no prior, one Armijo step per M-step)
 prints the mean inductive and transductive instance accuracy, the share of the DP work per
 iteration, and the fit time per fold: the median (folds whose shape family was compiled before)
 and the total (compiles included). Every setting runs in the same process, after the previous.
 
-    python benchmarks/bench_prune.py [--fractions 0,0.05,0.1,0.2] [--bag-fractions 1,0.5,0.2,0.1]
+    python -m benchmarks.bench_prune [--fractions 0,0.05,0.1,0.2] [--bag-fractions 0.5,0.2,0.1]
         [--uci-path P] [--hja-path P]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import warnings
-from pathlib import Path
 
-import jax
 import numpy as np
 
-from orlr_ppl import ORLR
+from benchmarks.harness import SHARED, machine
+from orlr_ppl import EM, ORLR
 from orlr_ppl.data.datasets import load_hja, load_letter_frost
 from orlr_ppl.dp.packing import dp_work
 from orlr_ppl.evaluation.cross_validation import cross_validate
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _work_left(data, fraction: float) -> float:
@@ -49,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = [("prune", float(f)) for f in args.fractions.split(",") if f]
     settings += [("sample", float(f)) for f in args.bag_fractions.split(",") if f]
-    print(f"machine: {platform.machine()} cpus={os.cpu_count()} jax={jax.__version__}")
+    print(machine())
     datasets = {
         "Letter Frost": load_letter_frost(args.uci_path, seed=0),
         "HJA union": load_hja(args.hja_path, version="union"),
@@ -61,10 +56,11 @@ def main() -> None:
             f"{'fit s median':>13} {'fit s total':>12}"
         )
         for kind, f in settings:
-            option = {"prune": f} if kind == "prune" else {"bag_fraction": f, "random_state": 0}
+            em = EM(max_iter=50, m_steps=1, bag_fraction=f if kind == "sample" else 1.0)
+            option = {"prune": f} if kind == "prune" else {"random_state": 0}
             model = {
-                "ORLR-EM": lambda option=option: ORLR(
-                    method="em", prior_scale=None, intercept_scale=None, max_iter=50, m_steps=1, **option
+                "ORLR-EM": lambda em=em, option=option: ORLR(
+                    inference=em, prior_scale=None, intercept_scale=None, **option
                 )
             }
             with warnings.catch_warnings():

@@ -1,17 +1,18 @@
 """Simulation-based calibration (SBC) of the package's NUTS posterior, full size.
 
 Each replication draws the weights from the priors of ``orlr_model``,
-simulates features and label sets for a fixed set of bags, fits NUTS (the
-package's defaults: 500 warmup, 500 draws, 2 chains, target acceptance 0.8),
+simulates features and label sets for a fixed set of bags, fits NUTS (by
+default 500 warmup, 500 draws, 2 chains, target acceptance 0.8; the recorded run
+used the package's 4 chains of 300 + 1,000),
 thins the draws to L and ranks the true value of every scalar among them.
 Uniform ranks are what a correct posterior gives; the chi-square test per
 parameter is Holm-corrected over all parameters and the verdict passes when
 every corrected p-value exceeds alpha (see ``orlr_ppl.inference.sbc``). The sampler
 is the package's NUTS driver, the program ``fit_nuts`` runs.
 
-    python benchmarks/bench_sbc.py                 # the full run (300 replications)
-    python benchmarks/bench_sbc.py --replications 10 --out /tmp/sbc.png   # a timing probe
-    python benchmarks/bench_sbc.py --broken        # likelihood ** 4 when fitting: must FAIL
+    python -m benchmarks.bench_sbc --warmup 300 --draws 1000 --chains 4 --out sbc_ranks.png   # the full run
+    python -m benchmarks.bench_sbc --replications 10                 # a timing probe
+    python -m benchmarks.bench_sbc --broken        # likelihood ** 4 when fitting: must FAIL
 
 ``--broken`` is the check of the check: data still come from the model, but
 the fit uses ``p(theta) p(Y | theta)**4`` (every bag four times over), an
@@ -22,25 +23,13 @@ bags, each replication costs about four times as much.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
-import numpyro
 
-from orlr_ppl.inference.sbc import (
-    BROKEN_LIKELIHOOD_POWER,
-    NUTSSettings,
-    SBCDesign,
-    plot_rank_histograms,
-    run_sbc,
-)
-
-DEFAULT_OUT = Path("benchmarks/sbc_ranks.png")
+from benchmarks.harness import host_devices, machine
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,36 +61,29 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--broken",
         action="store_true",
-        help=f"fit likelihood ** {BROKEN_LIKELIHOOD_POWER:g} (a deliberately wrong posterior)",
+        help="fit the likelihood to the power 4 (BROKEN_LIKELIHOOD_POWER): a deliberately wrong posterior",
     )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help="rank-histogram PNG; with --broken and no --out, *_broken.png beside it",
-    )
+    p.add_argument("--out", type=Path, default=None, help="rank-histogram PNG (default: none)")
     return p
-
-
-def _machine() -> str:
-    return (
-        f"{platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-        f"python {platform.python_version()}, jax {jax.__version__} ({jax.default_backend()}), "
-        f"numpyro {numpyro.__version__}"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    out = args.out
-    if args.broken and out == DEFAULT_OUT:  # keep the correct run's figure
-        out = DEFAULT_OUT.with_name(DEFAULT_OUT.stem + "_broken.png")
+    host_devices()  # the chains in parallel, before JAX starts
+    from orlr_ppl.inference.sbc import (
+        BROKEN_LIKELIHOOD_POWER,
+        NUTSSettings,
+        SBCDesign,
+        plot_rank_histograms,
+        run_sbc,
+    )
+
     design = SBCDesign(
         args.bags, args.classes, args.features, args.max_bag_size, args.prior_scale, args.intercept_scale
     )
     settings = NUTSSettings(args.warmup, args.draws, args.chains)
     power = BROKEN_LIKELIHOOD_POWER if args.broken else 1.0
-    print(f"machine: {_machine()}")
+    print(machine())
     print(f"design: {design}")
     print(f"NUTS: {settings}; L = {args.thinned}, bins = {args.bins}, seed = {args.seed}")
     if args.broken:
@@ -143,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         f"wall time: {wall:.1f} s (first replication, with compilation: {times[0]:.1f} s; "
         f"then median {np.median(rest):.2f} s per replication)"
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig = plot_rank_histograms(result)
-    fig.savefig(out, dpi=120)
-    print(f"figure: {out}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        plot_rank_histograms(result).savefig(args.out, dpi=120)
+        print(f"figure: {args.out}")
     return 0 if result.passed != args.broken else 1
 
 

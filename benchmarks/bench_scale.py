@@ -18,27 +18,24 @@ into a sharded store (``orlr_ppl.data.store``), then timed:
 
 and, as the reference in the same run, a jitted softmax-regression
 log-likelihood + gradient with the instance labels known, on the same
-instances (as ``bench_dp.py``). First calls (compiling) are reported apart
+instances (as ``bench_dp``). First calls (compiling) are reported apart
 from the medians of the repeats; every minibatch of the stream packs into one
 layout (``inference.streaming.stream_plan``), so a streamed pass compiles one
 program, in its first call. Peak host memory is ``ru_maxrss``; on a GPU, the
 device's ``peak_bytes_in_use``.
 
-    python benchmarks/bench_scale.py --n-bags 1000000 [--store DIR] [--devices N]
+    python -m benchmarks.bench_scale --n-bags 1000000 [--store DIR] [--devices N]
 
-``--devices N`` shards every array over the first N devices (``model.sharding``);
-on a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` makes N host
-devices (importing orlr_ppl asks for one per core, at least 4).
+``--devices N`` shards every array over the first N devices (``model.sharding``); on a CPU
+the script makes N host devices first (``orlr_ppl.set_host_device_count``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -49,6 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from benchmarks.harness import host_devices, machine
+from benchmarks.harness import repeat as _repeat
 from orlr_ppl.data.store import BagStore, BagStoreWriter
 from orlr_ppl.inference.streaming import (
     fit_streaming,
@@ -82,19 +81,6 @@ def synthetic_chunk(
     labels = np.zeros((n_bags, N_CLASSES), np.uint8)
     labels[bag, y] = 1  # the union of the instance labels
     return x, sizes, labels, y.astype(np.int8)
-
-
-def _timed(fn: Callable[[], object]) -> tuple[float, object]:
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return time.perf_counter() - t0, out
-
-
-def _repeat(fn: Callable[[], object], repeats: int) -> tuple[float, float, object]:
-    """(first call's seconds, median of ``repeats`` more, the last result)."""
-    first, out = _timed(fn)
-    rest = [_timed(fn)[0] for _ in range(repeats)]
-    return first, statistics.median(rest) if rest else float("nan"), out
 
 
 def _rss_gb() -> float:
@@ -178,14 +164,13 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.devices > 1:
+        host_devices(args.devices)  # N host devices on a CPU, before JAX starts
     devices = jax.devices()[: args.devices]
     if len(devices) < args.devices:
         raise SystemExit(f"--devices {args.devices}: only {len(jax.devices())} devices")
     mesh = bag_mesh(devices) if args.devices > 1 else None
-    print(
-        f"machine: {platform.machine()} cpus={os.cpu_count()} jax={jax.__version__} "
-        f"device={devices[0].device_kind} x{len(devices)} ({jax.default_backend()}) dtype=float32"
-    )
+    print(f"{machine()}; sharded over {len(devices)}; dtype=float32")
     folder = args.store or Path(tempfile.mkdtemp(prefix="orlr-store-"))
     packed_folder = Path(tempfile.mkdtemp(prefix="orlr-packed-"))
     rows: list[tuple[str, str, str, str]] = []

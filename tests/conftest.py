@@ -38,7 +38,7 @@ def _compiled_programs_freed_after_each_module():
     A test worker runs half the suite in one process, and JAX keeps every program it compiled.
     Now that fits reuse programs (canonical shapes), nothing clears them along the way, and a
     worker crashed inside an XLA compile (segmentation fault) late in a CI run: the state a long
-    10-fold run ran out of memory maps in before (BENCHMARKS.md, issue 4).
+    10-fold run ran out of memory maps in before (BENCHMARKS.md, "The Letter Frost comparison").
     """
     yield
     jax.clear_caches()

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # Markdown is left out: README's code blocks align their comments by hand.
-CHECKED = ["orlr_ppl", "tests", "benchmarks", "notebooks"]
+CHECKED = ["orlr_ppl", "tests", "benchmarks", "reproduction", "notebooks", "docs/hooks.py", "docs/figures.py"]
 
 
 @pytest.mark.parametrize("args", [("check",), ("format", "--check")], ids=["check", "format"])

@@ -26,7 +26,7 @@ def minimize_lbfgs(
     ``ftol`` (relative change of the value) are SciPy's stopping rules. Returns
     SciPy's ``OptimizeResult`` (``x`` (p,), ``fun``, ``nit``, ``status``, ``success``).
     ``blas_threads``: BLAS's thread limit while it runs (1 is right for every fit
-    the package makes; ``benchmarks/blas_threads.py`` times others).
+    the package makes; BENCHMARKS.md, "One BLAS thread for host L-BFGS-B").
     """
     # SciPy's wheel bundles an OpenBLAS of its own, whose idle threads spin and
     # fight whatever computes the objective between its calls: numpy's OpenBLAS

@@ -1,14 +1,14 @@
-"""A group-shrinkage posterior (NUTS, or SVI) against the l2,1 MAP (issue 13): accuracy, sparsity.
+"""A group-shrinkage posterior (NUTS, or SVI) against the l2,1 MAP: accuracy, sparsity, convergence.
 
-    python benchmarks/shrinkage_vs_l21.py [--dataset letter-frost|hja-union] [--folds 10]
+    python -m reproduction.shrinkage_vs_l21 [--dataset letter-frost|hja-union] [--folds 10]
         [--prior group_horseshoe|l21] [--slab 3.0] [--sampler nuts|svi|none] [--num-chains 4]
         [--num-warmup 300] [--num-samples 1000] [--dense-mass] [--whiten] [--target-accept A]
         [--drop-dependent] [--transform none|quantile-normal] [--progress-bar] [--svi-steps 3000]
-        [--run-folds 0,1,2] [--save rows.jsonl] [--summarise [--reruns rows_t098.jsonl]]
+        [--run-folds 0,1,2] [--save rows.jsonl] [--summarise [--reruns FILE]]
 
 Same bag-level folds (seed 0) as ``orlr-ppl evaluate``, linear features standardised on each
-training fold. l2,1 MAP: ``ORLR(method="map", prior="l21", prior_scale="auto")``, the penalty chosen
-inside each fit by 3-fold bag-level CV (bag labels only). Posterior: ``ORLR(method="nuts",
+training fold. l2,1 MAP: ``ORLRCV(inference="map", prior="l21")``, the penalty chosen inside each
+fit by 3-fold bag-level CV (bag labels only). Posterior: ``ORLR(inference=NUTS(...),
 prior="group_horseshoe", prior_scale=SLAB)``, the slab fixed beforehand (3: a feature moving a class
 logit by at most a few nats per sd), its predictions the posterior mean of p(y | x) over the draws
 kept. ``--prior l21`` samples instead the l2,1 penalty's own Bayesian reading, the group Laplace
@@ -16,18 +16,18 @@ prior ``ORLR(prior="l21")`` at the scale the MAP's CV chose on that fold (so pos
 the prior, and differ only in how they use it). Prints per fold both inductive accuracies, the rows
 each keeps (MAP: non-zero; posterior: row_inclusion >= 0.5), the posterior's worst R-hat, least
 bulk/tail ESS and divergences, and the fit seconds; then means and sds, and the folds where each is
-ahead. ``--sampler svi`` fits the same model's mean-field guide instead (``ORLR(method="svi")``,
+ahead. ``--sampler svi`` fits the same model's mean-field guide instead (``ORLR(inference=SVI(...))``,
 1,000 draws from it): an approximation with no R-hat or ESS to check, for data where NUTS is too
 slow. ``--sampler none`` fits the l2,1 MAP alone.
 
-As in ``kernel_orlr.py``: ``--run-folds`` fits only those folds, ``--save`` appends each fold's row
+As in ``reproduction.kernel_orlr``: ``--run-folds`` fits only those folds, ``--save`` appends each fold's row
 to a JSON-lines file (each fold seeded by its number, so parts give what one run would), and
 ``--summarise`` prints the summary from that file, refusing a missing fold (with ``--run-folds``, of
 those folds only: a partial summary). ``--drop-dependent`` fits both on the features left after
 dropping those ``MIMLData.linear_dependencies`` names on the training fold (HJA: x16, x22), which
-NUTS samples in half the leapfrog steps (``nuts_geometry.py``). ``--transform quantile-normal``
-then maps each feature through its training quantiles to a standard Normal (``quantile_normal``)
-before both fits, which standardise the result as usual.
+NUTS samples in half the leapfrog steps (``benchmarks.bench_posterior --dataset hja-union``).
+``--transform quantile-normal`` then maps each feature through its training quantiles to a
+standard Normal (``quantile_normal``) before both fits, which standardise the result as usual.
 
 ``--summarise --reruns FILE`` applies the rule written in REPRODUCTION.md before the horseshoe's
 fold 3 ran: a fold whose NUTS run fails R-hat, bulk/tail ESS or divergences is rerun at target
@@ -42,21 +42,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from kernel_orlr import (
+
+from benchmarks.harness import (
     add_part_options,
     as_saved,
     environments_note,
+    host_devices,
     paired_difference,
     run_folds,
     run_in_parts,
     saved_lines,
     timed_fit,
     without_dependent,
-)  # benchmarks/ is on the path
-
-from orlr_ppl import ORLR
-from orlr_ppl.data.quantile_normal import fit_quantiles
-from orlr_ppl.data.quantile_normal import quantile_normal as quantile_normal_map
+)
 from orlr_ppl.inference.diagnostics import ESS_MIN, MAX_DIVERGENT, RHAT_MAX
 
 POSTERIOR_KEY = {"group_horseshoe": "horseshoe_", "l21": "group_laplace_"}
@@ -68,26 +66,51 @@ RERUN_TARGET = 0.98
 def quantile_normal(train, test) -> tuple:
     """``(train, test)`` with each feature mapped through its training quantiles to a standard Normal.
 
-    ``orlr_ppl.data.quantile_normal``, fitted on the training instances only: scikit-learn's
-    ``QuantileTransformer``, bit for bit at this size (the rows up to 2026-11-26 ran on that), and
-    what ``ORLR(standardize="quantile-normal")`` does inside ``fit``. Heavy-tailed or spiked
-    features (HJA's x6: a fifth of its values exactly 0, z from -7 to 8) come out with Normal
+    scikit-learn's ``QuantileTransformer`` (1,000 quantiles, or one per training instance when
+    there are fewer, every instance counted), fitted on the training instances only: what the saved
+    rows ran on, and what ``ORLR``'s quantile-normal features do inside ``fit``. Heavy-tailed or
+    spiked features (HJA's x6: a fifth of its values exactly 0, z from -7 to 8) come out with Normal
     margins, so no weight is set by a handful of extreme instances. Monotone per feature: the
     ranking of instances along each feature is kept, its spacing is not.
     """
-    quantiles = fit_quantiles(np.concatenate(train.bags))
-    return tuple(
-        replace(d, bags=[quantile_normal_map(bag, quantiles) for bag in d.bags]) for d in (train, test)
-    )
+    from sklearn.preprocessing import QuantileTransformer
+
+    x = np.concatenate(train.bags)
+    qt = QuantileTransformer(
+        n_quantiles=min(1000, x.shape[0]), output_distribution="normal", subsample=None, random_state=0
+    ).fit(x)
+    return tuple(replace(d, bags=[qt.transform(bag) for bag in d.bags]) for d in (train, test))
+
+
+def _posterior_model(args: argparse.Namespace, scale: float, fold: int):
+    """The posterior's estimator: NUTS (or SVI) under the group horseshoe (slab) or group Laplace prior."""
+    from orlr_ppl import NUTS, ORLR, SVI
+
+    if args.sampler == "nuts":
+        inference = NUTS(
+            num_warmup=args.num_warmup,
+            num_samples=args.num_samples,
+            num_chains=args.num_chains,
+            dense_mass=args.dense_mass,
+            whiten=args.whiten,
+            target_accept=args.target_accept,
+            progress_bar=args.progress_bar,
+        )
+    else:
+        inference = SVI(num_steps=args.svi_steps, num_draws=args.num_samples, progress_bar=args.progress_bar)
+    return ORLR(inference=inference, prior=args.prior, prior_scale=scale, random_state=fold)
 
 
 def _fold(train, test, args, fold: int) -> dict[str, float | str]:
+    from orlr_ppl import ORLRCV
+
     if args.drop_dependent:
         train, test, _ = without_dependent(train, test)
     if args.transform == "quantile-normal":
         train, test = quantile_normal(train, test)
     # Warnings silenced: a CV choice at the grid's edge and the diagnostics are reported in the row.
-    l21, t_map = timed_fit(ORLR(method="map", prior="l21", prior_scale="auto", random_state=fold), train)
+    l21 = ORLRCV(inference="map", prior="l21", random_state=fold, progress_bar=False)
+    l21, t_map = timed_fit(l21, train)
     map_row = {
         "l21_map": l21.score(test),
         "l21_scale": l21.prior_scale_,
@@ -96,21 +119,8 @@ def _fold(train, test, args, fold: int) -> dict[str, float | str]:
     }
     if args.sampler == "none":  # the MAP alone: what a feature transform costs or gains it, cheaply
         return map_row
-    sampler = {"num_samples": args.num_samples, "random_state": fold}
-    if args.sampler == "nuts":
-        sampler.update(
-            num_chains=args.num_chains,
-            num_warmup=args.num_warmup,
-            dense_mass=args.dense_mass,
-            whiten=args.whiten,
-            target_accept=args.target_accept,
-            progress_bar=args.progress_bar,
-        )
-    else:
-        sampler.update(svi_steps=args.svi_steps)
     scale = l21.prior_scale_ if args.prior == "l21" else args.slab
-    post = ORLR(method=args.sampler, prior=args.prior, prior_scale=scale, **sampler)
-    post, t_post = timed_fit(post, train)
+    post, t_post = timed_fit(_posterior_model(args, scale, fold), train)
     diag = post.diagnostics()
     table = diag.table[diag.table["sd"] > 0]
     row = {
@@ -324,7 +334,7 @@ def main() -> None:
         help="map each feature through its training quantiles to a standard Normal before both fits "
         "(after --drop-dependent)",
     )
-    p.add_argument("--progress-bar", action="store_true", help="a tqdm bar over NUTS's iterations, on stderr")
+    p.add_argument("--progress-bar", action="store_true", help="a bar over NUTS's iterations, on stderr")
     p.add_argument(
         "--sampler",
         choices=["nuts", "svi", "none"],
@@ -356,6 +366,8 @@ def main() -> None:
     names += ("drop_dependent",) if args.drop_dependent else ()
     names += ("transform",) if args.transform != "none" else ()
     settings = {k: getattr(args, k) for k in names}
+    if args.sampler == "nuts" and not args.summarise:
+        host_devices()  # the chains in parallel, before JAX starts
     if args.reruns is not None:
         _summarise_by_rule(args, settings)
         return

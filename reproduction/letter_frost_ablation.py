@@ -1,6 +1,6 @@
 """Letter Frost ablations behind REPRODUCTION.md: ORLR-EM's M-step and scaling, SIM's lambda.
 
-    python benchmarks/letter_frost_ablation.py [--uci-path PATH] [--part em|sim|all]
+    python -m reproduction.letter_frost_ablation [--uci-path PATH] [--part em|sim|all]
 
 Same 10 bag-level folds (seed 0) as ``orlr-ppl evaluate --dataset letter-frost``. Prints
 inductive instance accuracy (mean ± sd over folds, %) for ORLR-EM (50 iterations, no prior) with
@@ -16,15 +16,15 @@ from dataclasses import replace
 import jax
 import numpy as np
 
-from orlr_ppl import ORLR, metrics
+from benchmarks.harness import SHARED, standardised
+from orlr_ppl import EM, ORLR, metrics
 from orlr_ppl.data.datasets import load_letter_frost
 from orlr_ppl.estimators.sim import LAMBDA_GRID, SIM
 
 
 def _scaled(train, test, how: str):
     if how == "standardised":
-        sc = train.fit_standardizer()
-        return sc.transform(train), sc.transform(test)
+        return standardised(train, test)
     if how == "unit":
         return tuple(replace(d, bags=[x / 15 for x in d.bags]) for d in (train, test))
     return train, test
@@ -36,7 +36,7 @@ def _report(name: str, accs: list[float]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--uci-path", default="../shared/data/letter-recognition.data")
+    p.add_argument("--uci-path", default=str(SHARED / "letter-recognition.data"))
     p.add_argument("--part", choices=["em", "sim", "all"], default="all")
     args = p.parse_args()
     data = load_letter_frost(args.uci_path, seed=0)
@@ -46,7 +46,8 @@ def main() -> None:
             accs = []
             for train, test in folds:
                 train, test = _scaled(train, test, how)
-                model = ORLR(prior_scale=None, intercept_scale=None, max_iter=50, m_steps=m_steps).fit(train)
+                em = EM(max_iter=50, m_steps=m_steps)
+                model = ORLR(inference=em, prior_scale=None, intercept_scale=None).fit(train)
                 accs.append(metrics.instance_accuracy(test.instance_labels, model.predict(test)))
                 jax.clear_caches()
             _report(f"ORLR-EM, {how} features, {m_steps} step(s)/M-step", accs)

@@ -1,25 +1,26 @@
 """K-ORLR's accuracy and fit time against its dictionary's size, at a fixed width and prior scale.
 
-    python benchmarks/kernel_dictionary.py [--dataset hja-union|letter-frost] [--sizes 300,all]
+    python -m reproduction.kernel_dictionary [--dataset hja-union|letter-frost] [--sizes 300,all]
         [--gamma-factor 4] [--prior-scale 10] [--prior normal|l21] [--max-iter 500]
         [--run-folds 0,1] [--save rows.jsonl] [--summarise]
 
-Same bag-level folds (seed 0) as ``kernel_orlr.py`` and ``orlr-ppl evaluate``. Each fold fits
-linear ORLR (``ORLR()``, the time reference) and, for every size in ``--sizes`` ("all": every
-training instance), ``ORLR(kernel="rbf", gamma=g, prior_scale=s, dictionary_size=size,
-random_state=fold)`` with ``g`` = ``--gamma-factor`` times the median heuristic of the fold's
-standardised training instances (``data.kernel.median_gamma``, seeded as ``gamma="auto"`` seeds
-it) and ``s`` = ``--prior-scale``. No selection runs, so a fold costs one fit per size: this
-isolates the dictionary, where ``kernel_orlr.py`` selects width and scale at one size. With
-``random_state=fold`` the dictionary of a given size is the one ``kernel_orlr.py`` draws, so at
-the width and scale its selection chose (HJA union: 4 times the median, scale 10, in every fold)
-and its ``--max-iter`` a size-300 fit repeats that script's final fit.
+Same bag-level folds (seed 0) as ``reproduction.kernel_orlr`` and ``orlr-ppl evaluate``. Each fold
+fits linear ORLR (``ORLR()``, the time reference) and, for every size in ``--sizes`` ("all":
+every training instance), ``ORLR(features=kernel_orlr.rbf_map(size, fold, gamma=g),
+prior_scale=s, inference=EM(max_iter=...), random_state=fold)`` with ``g`` = ``--gamma-factor`` times the
+median heuristic of the fold's standardised training instances
+(``kernel_orlr.median_heuristic``, seeded as ORLR seeds it) and ``s`` = ``--prior-scale``. No
+selection runs, so a fold costs one fit per size: this isolates the dictionary, where
+``kernel_orlr`` selects width and scale at one size. With ``random_state=fold`` the dictionary
+of a given size is the one ``kernel_orlr`` draws, so at the width and scale its selection chose
+(HJA union: 4 times the median, scale 10, in every fold) and its ``--max-iter`` a size-300 fit
+repeats that script's final fit.
 
 Prints per fold each size's held-out instance accuracy, whether its EM met its tolerance, the
 weight rows it kept (fewer than the dictionary where an l2,1 fit zeroed some), and its fit
 seconds; then each size's mean ± sd, the paired difference from the first size, and the median
 fit-time ratio to linear ORLR. ``--run-folds``/``--save``/``--summarise`` as in
-``kernel_orlr.py``.
+``kernel_orlr``.
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from kernel_orlr import add_part_options, paired_difference, run_in_parts, timed_fit
 
-from orlr_ppl import ORLR, MIMLData
-from orlr_ppl.data.kernel import median_gamma
-from orlr_ppl.estimators.feature_map import apply_scaling, fit_scaling
+from benchmarks.harness import add_part_options, paired_difference, run_in_parts, timed_fit
+from reproduction.kernel_orlr import median_heuristic, rbf_map
 
 
 def parse_sizes(text: str) -> list[int | None]:
@@ -49,12 +48,6 @@ def parse_sizes(text: str) -> list[int | None]:
 
 def _key(size: int | None) -> str:
     return "all" if size is None else str(size)
-
-
-def fold_gamma(train: MIMLData, factor: float, seed: int) -> float:
-    """``factor`` times the median heuristic of ``train``'s standardised instances (as ORLR's "auto")."""
-    mean, scale = fit_scaling(train.bags, True)
-    return factor * median_gamma(np.concatenate(apply_scaling(train.bags, mean, scale)), seed)
 
 
 def _summarise(rows: list[dict], folds: list[int]) -> None:
@@ -94,18 +87,18 @@ def main() -> None:
         for k in ("dataset", "folds", "sizes", "gamma_factor", "prior_scale", "prior", "max_iter")
     }
 
-    def fit_fold(train: MIMLData, test: MIMLData, fold: int) -> dict:
+    def fit_fold(train, test, fold: int) -> dict:
+        from orlr_ppl import EM, ORLR
+
         linear, t_lin = timed_fit(ORLR(), train)
         row = {"linear": linear.score(test), "t_linear": t_lin}
-        gamma = fold_gamma(train, args.gamma_factor, fold)
+        gamma = args.gamma_factor * median_heuristic(train, fold)
         for size in sizes:
             model = ORLR(
-                kernel="rbf",
-                gamma=gamma,
+                features=rbf_map(size, fold, gamma=gamma),
                 prior_scale=args.prior_scale,
                 prior=args.prior,
-                dictionary_size=size,
-                max_iter=args.max_iter,
+                inference=EM(max_iter=args.max_iter),
                 random_state=fold,
             )
             model, seconds = timed_fit(model, train)

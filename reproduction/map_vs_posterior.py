@@ -1,9 +1,9 @@
 """Posterior mean vs MAP, 10-fold, on Letter Frost or HJA union: accuracy, ECE and bag metrics per fold.
 
-In every fold (bag-level, seeded as ``MIMLData.kfold``), features are
-standardised on the training bags, then ``ORLR(method="map")`` and
-``ORLR(method="nuts")`` (package defaults, same prior) are fitted on the
-training bags' label sets and scored on the held-out bags (issues 8 and 53):
+In every fold (bag-level, seeded as ``MIMLData.kfold``), features are standardised on the
+training bags, then ``ORLR(inference=MAP(max_iter=1000))`` and ``ORLR(inference="nuts")``
+(package defaults, same prior) are fitted on the training bags' label sets and scored on the
+held-out bags:
 
 - inductive instance accuracy, ECE (top-class confidence, 10 bins) and mean top-class
   confidence of the MAP predictive and of the posterior-mean predictive
@@ -13,14 +13,15 @@ training bags' label sets and scored on the held-out bags (issues 8 and 53):
   and with the model's own ``P(c in Y_b | X_b) = 1 - prod_i (1 - p(y_i = c | x_i))``
   (``bag_scores(rule="model")``); the predicted label set is the union of
   predicted instance labels in both (only the ranking metrics depend on the rule);
-- the same for ``ORLR(method="svi")`` (AutoNormal guide, package defaults), to set the
-  variational posterior beside NUTS's;
+- the same for ``ORLR(inference="svi")`` (mean-field guide, package defaults), to set the
+  variational posterior beside NUTS's (``--arms map,nuts,svi``, the default);
 - the NUTS fit's convergence (max R-hat, min bulk/tail ESS, divergences) and times;
 - with ``--extra-prior-scale S``, MAP and NUTS again with ``prior_scale=S`` (arms
   ``map@S``, ``nuts@S``), to test whether the default prior explains the ECE gap.
 
-    python benchmarks/calibration_letter_frost.py --folds 10 --json > calibration.json
-    python benchmarks/calibration_letter_frost.py --folds 10 --extra-prior-scale 1.7 --save folds.json
+    python -m reproduction.map_vs_posterior --arms map,nuts --save lf.json
+    python -m reproduction.map_vs_posterior --dataset hja-union --arms map,nuts \\
+        --standardize quantile-normal --whiten --save hja.json
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from orlr_ppl import ORLR, metrics
+from benchmarks.harness import SHARED, host_devices, standardised
+from orlr_ppl import MAP, NUTS, ORLR, metrics
 from orlr_ppl.data.datasets import load_letter_frost
 from orlr_ppl.data.hja import load_hja
 from orlr_ppl.inference.diagnostics import ConvergenceWarning
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 METHODS = ("map", "nuts", "svi")
 BAG_METRICS = ("hamming_loss", "ranking_loss", "one_error", "coverage", "average_precision")
 
@@ -76,7 +77,9 @@ def main() -> None:
     parser.add_argument("--uci-path", default=str(SHARED / "letter-recognition.data"))
     parser.add_argument("--hja-path", default=str(SHARED / "hja"))
     parser.add_argument("--arms", default=",".join(METHODS), help="comma list of methods to fit")
-    parser.add_argument("--standardize", default="true", help="ORLR(standardize=...): true, quantile-normal")
+    parser.add_argument(
+        "--standardize", default="true", help="ORLR(features=...): true (standard), quantile-normal"
+    )
     parser.add_argument("--whiten", action="store_true", help="NUTS in Laplace-whitened coordinates")
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument(
@@ -94,6 +97,8 @@ def main() -> None:
         "--save", default=None, help="JSON file updated with the per-fold rows after each fold"
     )
     args = parser.parse_args()
+    if "nuts" in args.arms or args.extra_prior_scale is not None:
+        host_devices()  # the chains in parallel, before JAX starts
     if args.dataset == "letter-frost":
         data = load_letter_frost(args.uci_path, seed=args.seed)
     else:
@@ -101,27 +106,22 @@ def main() -> None:
     folds = list(data.kfold(args.folds, seed=args.seed))
     wanted = range(args.folds) if args.only_folds is None else [int(f) for f in args.only_folds.split(",")]
     arms = args.arms.split(",")
-    standardize = True if args.standardize == "true" else args.standardize
+    features = "standard" if args.standardize == "true" else args.standardize
     if args.extra_prior_scale is not None:
         arms += [f"map@{args.extra_prior_scale:g}", f"nuts@{args.extra_prior_scale:g}"]
     rows = []
     for k in wanted:
         train, test = folds[k]
-        scaler = train.fit_standardizer()
-        train, test = scaler.transform(train), scaler.transform(test)
+        train, test = standardised(train, test)
         row: dict = {"fold": k}
         for name in arms:
             method, _, scale = name.partition("@")
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # recorded below
-                # MAP to convergence (ORLR's max_iter=50 is the published EM budget, too few for L-BFGS).
-                extra = {"max_iter": 1000} if method == "map" else {}
-                if scale:
-                    extra["prior_scale"] = float(scale)
-                if method == "nuts" and args.whiten:
-                    extra["whiten"] = True
-                model = ORLR(method=method, random_state=k, standardize=standardize, **extra).fit(train)
+                inference = {"map": MAP(max_iter=1000), "nuts": NUTS(whiten=args.whiten)}.get(method, method)
+                extra = {"prior_scale": float(scale)} if scale else {}
+                model = ORLR(inference=inference, random_state=k, features=features, **extra).fit(train)
             row[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
             row[name] = _scores(model, test, train)
             if method == "nuts":

@@ -1,0 +1,1 @@
+"""Benchmarks of orlr-ppl, each run as ``python -m benchmarks.<name>`` (BENCHMARKS.md)."""
