@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from orlr_ppl.data.datasets import make_miml_digits
+from orlr_ppl.inference import em_driver
 from orlr_ppl.inference.em import fit_em
+from orlr_ppl.inference.em_driver import EMSpec, EMState, EStepOut
 from orlr_ppl.inference.map import fit_map
 from orlr_ppl.model.numpyro_model import make_model_data, sum_to_zero_basis
 
@@ -271,3 +275,98 @@ def test_stochastic_em_fits_near_full_em(simulated):
     )
     with pytest.raises(ValueError, match="bag_fraction"):
         fit_em(simulated, bag_fraction=0.0)
+
+
+# -- the EM driver both EM fits run through (``em_driver``), on a toy model ----------------------
+
+
+class _Toy(NamedTuple):
+    target: jax.Array  # () the objective -(p - target)**2 peaks here
+    limit: jax.Array  # () without the fallback, E-steps at p >= limit are unresolved
+
+
+def _toy_e_step(config: None, data: _Toy, params: jax.Array, key: tuple, fallback: bool) -> EStepOut:
+    resolved = jnp.asarray(True) if fallback else params < data.limit
+    return EStepOut(-((params - data.target) ** 2), resolved, params, key)
+
+
+def _halfway(config: None, data: _Toy, params: jax.Array, carry: jax.Array, stats: jax.Array):
+    """An M-step halfway to the target from the E-step's point; the carry counts M-steps."""
+    return stats + 0.5 * (data.target - stats), carry + 1
+
+
+def _step_up(config: None, data: _Toy, params: jax.Array, carry: jax.Array, stats: jax.Array):
+    """An M-step proposing the last kept point plus 1."""
+    return stats + 1.0, carry + 1
+
+
+def _below_limit(config: None, data: _Toy, params: jax.Array) -> jax.Array:
+    return jnp.log(data.limit - params)  # NaN from p > limit on
+
+
+@em_driver.program("spec", "fallback")
+def _toy_em(start: EMState, data: _Toy, tol: jax.Array, spec: EMSpec, fallback: bool) -> EMState:
+    return em_driver.run(spec, start, data, tol, fallback)
+
+
+def _toy_start(params: float, stats: object, max_iter: int) -> EMState:
+    no = np.asarray(False)
+    history = np.full(16, np.nan, np.float32)
+    return EMState(
+        np.float32(params), np.int32(0), stats, history, np.int32(0), no, no, no, (), np.int32(max_iter)
+    )
+
+
+E_FIRST = EMSpec(_toy_e_step, _halfway)
+
+
+def _toy_fit(limit: float, tol: float, max_iter: int = 5, spec: EMSpec = E_FIRST, fallback: bool = False):
+    start = _toy_start(0.0, () if not spec.m_step_first else np.float32(0.0), max_iter)
+    data = _Toy(np.float32(1.0), np.float32(limit))
+    return _toy_em(start, data, np.float32(tol), spec, fallback=fallback)
+
+
+def test_the_driver_runs_e_step_then_m_step_and_none_after_the_last():
+    s = _toy_fit(limit=10.0, tol=0.0)  # p = 0, 1/2, 3/4, ...: max_iter M-steps, then a last E-step
+    p = 1.0 - 0.5 ** np.arange(6)
+    np.testing.assert_allclose(np.asarray(s.history)[:6], -((p - 1.0) ** 2))
+    assert np.all(np.isnan(np.asarray(s.history)[6:]))
+    assert int(s.n_iter) == 5 and int(s.carry) == 5 and float(s.params) == p[-1]
+    assert bool(s.done) and not bool(s.converged) and not bool(s.unresolved)
+    # History -1, -1/4, -1/16: the change 3/16 is within 0.3 * max(1/4, 1), so pass 2 converges.
+    s = _toy_fit(limit=10.0, tol=0.3)
+    assert bool(s.converged) and int(s.n_iter) == 2 and int(s.carry) == 2 and float(s.params) == 0.75
+
+
+def test_the_driver_stops_at_an_unresolved_e_step_and_fit_goes_on_with_the_fallback():
+    s = _toy_fit(limit=0.8, tol=0.0)  # p = 7/8 is unresolved without the fallback
+    assert bool(s.unresolved) and bool(s.done) and int(s.n_iter) == 3 and int(s.carry) == 3
+    assert float(s.params) == 0.875 and np.isnan(float(s.history[3]))  # no M-step after it
+    calls = []
+    data = _Toy(np.float32(1.0), np.float32(0.8))
+
+    def em(state: EMState, fallback: bool) -> EMState:
+        calls.append(fallback)
+        return _toy_em(state, data, np.float32(0.0), E_FIRST, fallback=fallback)
+
+    end = em_driver.fit(em, _toy_start(0.0, (), 5))
+    exact = _toy_fit(limit=0.8, tol=0.0, fallback=True)
+    assert calls == [False, True] and int(end.n_iter) == 5 and int(end.carry) == 5
+    np.testing.assert_array_equal(np.asarray(end.history), np.asarray(exact.history))
+    assert not bool(end.unresolved) and float(end.params) == float(exact.params)
+
+
+def test_the_driver_m_step_first_keeps_the_last_finite_proposal():
+    """M-step first (the MIMM's order): a proposal whose log posterior is not finite ends the fit."""
+    spec = EMSpec(_toy_e_step, _step_up, _below_limit, m_step_first=True)
+    s = _toy_fit(limit=3.5, tol=0.0, max_iter=10, spec=spec, fallback=True)  # proposals 1, 2, 3, 4
+    p = np.arange(1.0, 4.0)
+    history = np.asarray(s.history)
+    np.testing.assert_allclose(history[:3], -((p - 1.0) ** 2) + np.log(3.5 - p), rtol=1e-6)
+    assert int(s.n_iter) == 3 and np.isnan(history[3])  # the pass of the proposal 4, not kept
+    assert float(s.params) == 3.0 and float(s.stats) == 3.0 and int(s.carry) == 3
+    assert bool(s.done) and not bool(s.converged) and not bool(s.unresolved)
+    s = _toy_fit(limit=10.0, tol=0.0, max_iter=2, spec=spec, fallback=True)  # max_iter + 1 E-steps
+    assert int(s.n_iter) == 2 and float(s.params) == 3.0 and np.all(np.isfinite(np.asarray(s.history)[:3]))
+    s = _toy_fit(limit=0.5, tol=0.0, spec=spec, fallback=True)  # the first proposal is not kept
+    assert int(s.n_iter) == 0 and np.isnan(float(s.history[0])) and float(s.params) == 0.0

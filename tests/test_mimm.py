@@ -244,6 +244,43 @@ def test_near_underflow_the_fit_goes_on_in_exact_arithmetic(monkeypatch):
     assert model.log_posterior_ == pytest.approx(total, rel=1e-5)
 
 
+def _collinear(seed: int):
+    """Bags of 3 features, the third a combination of the first two (scale 1e3): float32 data whose
+    class covariances, under a tiny prior, go singular within a few iterations."""
+    rng = np.random.default_rng(seed)
+    bags = []
+    for _ in range(40):
+        z = rng.normal(size=(4, 2)) * 1e3
+        bags.append(np.hstack([z, z[:, :1] * 3 + z[:, 1:] * 0.7, rng.normal(size=(4, 1)) * 1e-3]))
+    sets = [sorted({int(rng.integers(0, 3)), int(rng.integers(0, 3))}) for _ in bags]
+    return bags, sets
+
+
+def test_a_non_finite_step_ends_the_fit_at_the_last_finite_parameters():
+    """Full covariances beyond a float32 Cholesky: EM (M-step first, ``em_driver``) stops, unconverged,
+    at the last parameters whose log posterior was finite, which it reports; if the first already
+    fails, every start does and the fit raises."""
+    from orlr_ppl.inference.mimm_steps import log_posterior
+
+    bags, sets = _collinear(1)
+    data = make_model_data(bags, sets, 3)
+    prior = make_prior(np.concatenate(bags), "full", covariance_prior=1e-6)
+    fit = fit_mimm(data, prior, "full", max_iter=50)
+    assert not fit.converged and fit.n_iter < 50  # stopped at a non-finite step
+    assert len(fit.history) == fit.n_iter + 1 and np.all(np.isfinite(fit.history))
+    rows, max_labels = mixture_data(data)
+    params = MixtureParams(fit.weights, fit.means, fit.covariances)
+    at_fit = float(log_posterior(params, rows, prior, MixtureShape(max_labels, "full")))
+    assert at_fit == pytest.approx(fit.log_posterior, rel=1e-6) and fit.log_posterior == fit.history[-1]
+    bags, sets = _collinear(0)
+    with pytest.raises(ValueError, match="non-finite log posterior"):
+        fit_mimm(
+            make_model_data(bags, sets, 3),
+            make_prior(np.concatenate(bags), "full", covariance_prior=1e-6),
+            "full",
+        )
+
+
 # -- EM on data drawn from the model ---------------------------------------------------
 
 N_NAMED, N_CLASSES = 4, 5  # class 4 is named by no label set

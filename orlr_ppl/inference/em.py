@@ -16,11 +16,15 @@ M-step evaluates ``Q`` on the real instances alone (``expected_log_joint_flat``)
 it runs ``Q`` many times per E-step, and the buckets are half padding or more.
 
 The whole fit (E-steps, M-steps with their line searches, and the stopping
-test) is one ``lax.while_loop`` in a module-level jitted program, with the data
-as arguments: it compiles once per shape family and makes no host round trip
+test) is ``em_driver``'s one ``lax.while_loop`` over this module's step
+functions, in the module-level jitted program ``_em``, with the data as
+arguments: it compiles once per shape family and makes no host round trip
 until it returns. The loop runs the DP in probability space only; should an
 E-step come near underflow, the same loop, with the DP's log-space fallback,
-continues from there (see ``_em``).
+continues from there (``em_driver.fit``). Each variant below is a choice of
+step functions (``_Steps``), not a flag: stochastic EM's E-step draws bags,
+the l2,1 prior's E-step adds its term and its M-step is proximal, and a learnt
+leak's closed-form update (``leak_step``) follows either M-step.
 
 Stochastic EM (Pham, Raich & Fern, 6.6.1; ``bag_fraction < 1``): each
 iteration draws, in every label-set bucket, the same fraction of its bags
@@ -37,7 +41,7 @@ all bags at the end.
 from __future__ import annotations
 
 import functools
-import inspect
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -70,6 +74,8 @@ from ..model.numpyro_model import (
 )
 from ..model.priors import group_laplace_log_prob, l21_log_prior
 from ..model.sharding import is_sharded
+from . import em_driver
+from .em_driver import EMSpec, EMState, EStepFn, EStepOut, MStepFn
 from .leak_step import leak_update
 from .methods import EM
 from .prox import lipschitz_bound, proximal_steps
@@ -129,28 +135,16 @@ def _ascent() -> optax.GradientTransformationExtraArgs:
     )
 
 
-class _State(NamedTuple):
-    params: Params
-    opt_state: optax.OptState  # the line search's last accepted step
-    history: Array  # (H,), H = history_length(max_iter); NaN past the last iteration
-    n_iter: Array  # M-steps taken
-    converged: Array
-    done: Array
-    unresolved: Array  # stopped at an E-step the probability-space DP could not resolve
-    key: Array  # stochastic EM's draws of bags
-    max_iter: Array  # () int32: a value, not a shape, so fits of any max_iter share one program
-
-
 MIN_HISTORY = 512
 """The shortest history buffer: every fit of up to 511 iterations shares one compiled ``_em``."""
 
 
 def history_length(max_iter: int) -> int:
     """The history buffer's length for ``max_iter`` iterations: a power of two, at least ``MIN_HISTORY``."""
-    return max(MIN_HISTORY, 1 << int(max_iter).bit_length())
+    return em_driver.history_length(max_iter, MIN_HISTORY)
 
 
-def _start(params: Params, max_iter: int, key: Array, proximal: bool = False) -> _State:
+def _start(params: Params, max_iter: int, key: Array, proximal: bool = False) -> EMState:
     """The state before the first E-step, its history ``history_length(max_iter)`` long.
 
     ``proximal``: the M-step is ``prox.proximal_steps``, whose state is its last step size.
@@ -159,14 +153,14 @@ def _start(params: Params, max_iter: int, key: Array, proximal: bool = False) ->
 
 
 @functools.partial(jax.jit, static_argnums=(1, 4))
-def _start_state(params: Params, length: int, max_iter: Array, key: Array, proximal: bool) -> _State:
+def _start_state(params: Params, length: int, max_iter: Array, key: Array, proximal: bool) -> EMState:
     """``_start``'s state; one small program, not one per array built eagerly."""
     dtype = jax.tree.leaves(params)[0].dtype
     history = jnp.full((length,), jnp.nan, dtype)
     no = jnp.asarray(False)
     opt_state = jnp.asarray(1.0, dtype) if proximal else _ascent().init(_weights(params))
-    return _State(
-        params, opt_state, history, jnp.asarray(0), no, no, no, key, jnp.asarray(max_iter, jnp.int32)
+    return EMState(
+        params, opt_state, (), history, jnp.asarray(0), no, no, no, key, jnp.asarray(max_iter, jnp.int32)
     )
 
 
@@ -175,25 +169,117 @@ def _weights(params: Params) -> Params:
     return {k: v for k, v in params.items() if k != "leak_logit"}
 
 
-def _m_step(
-    params: Params,
-    opt_state: optax.OptState,
-    e: EStep,
-    arrays: ModelArrays,
-    scales: Scales,
-    m_steps: Array,
-    shape: ModelShape,
-    fit_intercept: bool,
-    rows: FlatRows | None = None,
-    l21: Array | None = None,
-    min_step: Array | float = 0.0,
-) -> tuple[Params, optax.OptState]:
-    """``m_steps`` line-searched gradient steps on ``Q``; the start back if ``Q`` did not rise.
+# -- ORLR's step functions for ``em_driver.run`` ------------------------------------------------
 
-    With ``l21`` (the group Laplace prior's scale; ``scales`` then leave ``W_raw``
-    flat), ``m_steps`` proximal gradient steps on ``-Q + sum_j ||W_raw[j]|| / l21``
-    (``prox.proximal_steps``, steps of at least ``min_step``), which never raise it;
-    ``opt_state`` is then their step size.
+
+class _Data(NamedTuple):
+    """The arrays ORLR's step functions read (the compiled program's data arguments).
+
+    Attributes:
+        arrays: the buckets (``split_model_data``). scales: the Normal priors' (``prior_scales``).
+        m_steps: () int32, gradient steps per M-step.
+        rows: the real instances (``flat_rows``), for ``_row_loss``; else None.
+        l21: () the group Laplace prior's scale, for ``_group_laplace``; else None.
+        min_step: () the proximal steps' least size (``prox.lipschitz_bound``), for
+            ``_proximal_m_step``; else None.
+    """
+
+    arrays: ModelArrays
+    scales: Scales
+    m_steps: Array
+    rows: FlatRows | None = None
+    l21: Array | None = None
+    min_step: Array | None = None
+
+
+class _Stats(NamedTuple):
+    """What ORLR's E-step hands its M-step.
+
+    Attributes:
+        e: the E-step (its responsibilities weighted, under stochastic EM).
+        batch: the buckets it ran on: all of them, or stochastic EM's draw.
+        weights: (K,) each bucket's weight under stochastic EM; None: all 1.
+    """
+
+    e: EStep
+    batch: ModelArrays
+    weights: Array | None
+
+
+class _Config(NamedTuple):
+    """ORLR's static settings, passed first to each step function (``EMSpec.config``)."""
+
+    shape: ModelShape
+    fit_intercept: bool
+    steps: _Steps
+
+
+def _no_prior(data: _Data, params: Params) -> float:
+    """No prior term beyond the model's own (its Normal priors are in ``e_step``'s log joint)."""
+    return 0.0
+
+
+def _group_laplace(data: _Data, params: Params) -> Array:
+    """() the l2,1 prior's log density of ``W_raw``'s rows, of scale ``data.l21``."""
+    return group_laplace_log_prob(params["W_raw"], data.l21)
+
+
+def _scored_e_step(cfg: _Config, data: _Data, params: Params, batch: ModelArrays, fallback: bool) -> EStep:
+    """The model's E-step on ``batch``, its log joint with the step's prior term (``_Steps.log_prior``)."""
+    e = e_step(params, batch, data.scales, cfg.shape, cfg.fit_intercept, fallback)
+    return e._replace(log_joint=e.log_joint + cfg.steps.log_prior(data, params))
+
+
+def _e_step(cfg: _Config, data: _Data, params: Params, key: Array, fallback: bool) -> EStepOut:
+    """The E-step on every bag: the exact log posterior and responsibilities."""
+    e = _scored_e_step(cfg, data, params, data.arrays, fallback)
+    return EStepOut(e.log_joint, e.resolved, _Stats(e, data.arrays, None), key)
+
+
+def _drawn_e_step(cfg: _Config, data: _Data, params: Params, key: Array, fallback: bool) -> EStepOut:
+    """Stochastic EM's E-step: on ``cfg.steps.sizes`` bags drawn per bucket, weighted (``stochastic_em``).
+
+    Its value is an unbiased estimate of the log posterior; the next key is split off ``key``.
+    """
+    key, draw = random.split(key)
+    batch, weights = draw_bags(draw, data.arrays, cfg.steps.sizes)
+    _, e = weighted(_scored_e_step(cfg, data, params, batch, fallback), weights)
+    return EStepOut(e.log_joint, e.resolved, _Stats(e, batch, weights), key)
+
+
+_Loss = Callable[[Params], Array]
+
+
+def _bucket_loss(cfg: _Config, data: _Data, stats: _Stats, fixed: Params) -> _Loss:
+    """``-Q`` over the E-step's buckets, of the weights (``fixed``: the leak, held)."""
+
+    def loss(p: Params) -> Array:
+        return -expected_log_joint(
+            {**p, **fixed}, stats.e.posteriors, stats.batch, data.scales, cfg.shape, cfg.fit_intercept
+        )
+
+    return loss
+
+
+def _row_loss(cfg: _Config, data: _Data, stats: _Stats, fixed: Params) -> _Loss:
+    """The same ``-Q`` on the real instances alone (``expected_log_joint_flat``; ``data.rows``).
+
+    The M-step evaluates ``Q`` many times per E-step, and the buckets are half padding or more.
+    """
+    resp = flat_responsibilities(stats.e.posteriors, data.rows)
+
+    def loss(p: Params) -> Array:
+        return -expected_log_joint_flat(
+            {**p, **fixed}, resp, data.rows, stats.batch, data.scales, cfg.shape, cfg.fit_intercept
+        )
+
+    return loss
+
+
+def _line_searched_steps(
+    loss: _Loss, params: Params, opt_state: optax.OptState, m_steps: Array
+) -> tuple[Params, optax.OptState]:
+    """``m_steps`` line-searched gradient steps on ``loss`` (``-Q``); the start back if it did not fall.
 
     A line search that finds no step with sufficient rise (in float32 that
     happens near the M-step's maximum, where the rise is below round-off) ends
@@ -201,22 +287,6 @@ def _m_step(
     afresh from a step of 1: carrying the collapsed step over would leave every
     later search too short to move, and EM stuck short of the optimum.
     """
-
-    fixed, params = {k: v for k, v in params.items() if k == "leak_logit"}, _weights(params)
-    if rows is None:
-
-        def loss(p: Params) -> Array:
-            return -expected_log_joint({**p, **fixed}, e.posteriors, arrays, scales, shape, fit_intercept)
-
-    else:  # the same Q on the real instances alone (``expected_log_joint_flat``)
-        resp = flat_responsibilities(e.posteriors, rows)
-
-        def loss(p: Params) -> Array:
-            return -expected_log_joint_flat({**p, **fixed}, resp, rows, arrays, scales, shape, fit_intercept)
-
-    if l21 is not None:
-        new, step = proximal_steps(loss, params, 1.0 / l21, m_steps, opt_state, min_step)
-        return {**new, **fixed}, step
     opt = _ascent()
     failed_before = optax.tree_utils.tree_get(opt_state, "decrease_error") > 0
     step = optax.tree_utils.tree_get(opt_state, "learning_rate")
@@ -244,20 +314,78 @@ def _m_step(
     # value at the point it started from (no evaluation is repeated here). A NaN never counts.
     after = jnp.where(failed, last, optax.tree_utils.tree_get(opt_state, "value"))
     keep = jnp.isfinite(after) & (after <= before)
-    return {**jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, params), **fixed}, opt_state
+    return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, params), opt_state
 
 
-# LLVM's level 1 rather than XLA's default 2 for this program: it compiles ~1.5 s faster
-# (4.8-5.5 s against 6.3 s on a Letter Frost fold) and runs as fast (0.03-0.04 s for
-# 50 iterations), and for EM, unlike NUTS, compiling is most of a fit's cost.
-_COMPILE = {"xla_backend_optimization_level": 1}
-_JIT_TAKES_OPTIONS = "compiler_options" in inspect.signature(jax.jit).parameters  # newer JAX only
-_JIT_OPTIONS = {"compiler_options": _COMPILE} if _JIT_TAKES_OPTIONS else {}
+def _leak_step(cfg: _Config, params: Params, stats: _Stats) -> Params:
+    """The leak's closed-form M-step (``leak_step``) where the model learns it; else ``params``."""
+    if cfg.shape.leak != "learn":
+        return params
+    return leak_update(params, stats.e, stats.batch, stats.weights, cfg.shape)
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "fit_intercept", "fallback", "sizes"), **_JIT_OPTIONS)
+def _ascent_m_step(
+    cfg: _Config, data: _Data, params: Params, opt_state: optax.OptState, stats: _Stats
+) -> tuple[Params, optax.OptState]:
+    """The generalised EM's M-step: ``data.m_steps`` line-searched gradient steps on ``Q``, then the leak's.
+
+    ``opt_state``: the line search's (``_ascent``), carrying its last accepted step.
+    """
+    fixed = {k: v for k, v in params.items() if k == "leak_logit"}
+    loss = cfg.steps.loss(cfg, data, stats, fixed)
+    new, opt_state = _line_searched_steps(loss, _weights(params), opt_state, data.m_steps)
+    return _leak_step(cfg, {**new, **fixed}, stats), opt_state
+
+
+def _proximal_m_step(
+    cfg: _Config, data: _Data, params: Params, step: Array, stats: _Stats
+) -> tuple[Params, Array]:
+    """The M-step under the l2,1 prior: proximal gradient steps, then the leak's.
+
+    ``data.m_steps`` steps on ``-Q + sum_j ||W_raw[j]|| / l21`` (``prox.proximal_steps``,
+    of at least ``data.min_step``), which never raise it; ``step`` is their last size.
+    """
+    fixed = {k: v for k, v in params.items() if k == "leak_logit"}
+    loss = cfg.steps.loss(cfg, data, stats, fixed)
+    new, step = proximal_steps(loss, _weights(params), 1.0 / data.l21, data.m_steps, step, data.min_step)
+    return _leak_step(cfg, {**new, **fixed}, stats), step
+
+
+class _Steps(NamedTuple):
+    """Which ORLR EM: its step functions (static, hashable; the default is plain EM over the buckets).
+
+    Attributes:
+        e_step: ``_e_step`` (every bag) or ``_drawn_e_step`` (stochastic EM).
+        m_step: ``_ascent_m_step`` or, under the l2,1 prior, ``_proximal_m_step``.
+        log_prior: the prior term the E-step adds to the model's log joint: ``_no_prior``
+            or, under the l2,1 prior, ``_group_laplace``.
+        loss: ``-Q`` as the M-step evaluates it: ``_bucket_loss`` or ``_row_loss``.
+        sizes: ``_drawn_e_step``'s bags per bucket (``sample_sizes``).
+    """
+
+    e_step: EStepFn = _e_step
+    m_step: MStepFn = _ascent_m_step
+    log_prior: Callable[[_Data, Params], Array | float] = _no_prior
+    loss: Callable[[_Config, _Data, _Stats, Params], _Loss] = _bucket_loss
+    sizes: tuple[int, ...] = ()
+
+
+class _Extra(NamedTuple):
+    """``_Data``'s optional arrays, as ``_em`` takes them: each for the steps that read it (None: unused)."""
+
+    rows: FlatRows | None = None
+    l21: Array | None = None
+    min_step: Array | None = None
+
+
+_PLAIN = _Steps()
+"""Plain EM on every bag, line-searched gradient M-steps on ``Q`` over the buckets."""
+_NO_EXTRA = _Extra()
+
+
+@em_driver.program("shape", "fit_intercept", "fallback", "steps")
 def _em(
-    start: _State,
+    start: EMState,
     arrays: ModelArrays,
     scales: Scales,
     tol: Array,
@@ -265,73 +393,23 @@ def _em(
     shape: ModelShape,
     fit_intercept: bool,
     fallback: bool,
-    sizes: tuple[int, ...] | None = None,
-    rows: FlatRows | None = None,
-    l21: Array | None = None,
-    min_step: Array | None = None,
-) -> _State:
-    """The whole EM from ``start``: a ``while_loop`` of E-step, stopping test, then M-step.
+    steps: _Steps = _PLAIN,
+    extra: _Extra = _NO_EXTRA,
+) -> EMState:
+    """ORLR's whole EM from ``start``: ``em_driver.run`` with ``steps``, E-step first.
 
-    Each pass runs one E-step on the current parameters; the M-step that
-    follows is skipped on the last pass, so the returned parameters are those
-    the last history entry was computed at. The E-step, the costliest part
-    (the DP), appears once in the loop body.
-
-    Without ``fallback`` the E-step runs the DP in probability space only,
-    which halves the compiled program; at the first E-step that leaves a bag
-    unresolved (near underflow) the loop stops before using it, with
-    ``unresolved`` set, and ``fit_em`` continues from there with the exact
-    program (``fallback=True``), compiled only for fits that need it.
-
-    With ``sizes`` (``sample_sizes``), stochastic EM: each pass draws that
-    many bags per bucket, and the loop stops only at ``max_iter``.
-
-    With ``l21`` (a scale; ``scales`` leave ``W_raw`` flat) the group Laplace
-    prior of that scale is added to the log joint and the M-step is proximal,
-    with steps of at least ``min_step`` (``prox.lipschitz_bound``).
+    One compiled program per shape family and ``steps``; the data are arguments.
+    ``fallback``: the DP's log-space rerun compiled in (``em_driver.fit``). Stochastic EM
+    (``_drawn_e_step``) has no stopping test: its values are estimates.
     """
-    max_iter = start.max_iter
-
-    def _e_step(params: Params, batch: ModelArrays) -> EStep:
-        e = e_step(params, batch, scales, shape, fit_intercept, fallback)
-        prior = 0.0 if l21 is None else group_laplace_log_prob(params["W_raw"], l21)
-        return e._replace(log_joint=e.log_joint + prior)
-
-    def _pass(s: _State) -> _State:
-        key = s.key
-        weights = None
-        if sizes is None:
-            batch = arrays
-            e = _e_step(s.params, batch)
-            old = s.history[jnp.maximum(s.n_iter - 1, 0)]
-            change = jnp.abs(e.log_joint - old)
-            converged = (s.n_iter > 0) & (change <= tol * jnp.maximum(jnp.abs(old), 1.0))
-        else:
-            key, draw = random.split(s.key)
-            batch, weights = draw_bags(draw, arrays, sizes)
-            _, e = weighted(_e_step(s.params, batch), weights)
-
-            converged = jnp.asarray(False)  # estimates are noisy: a fixed budget, no stopping test
-        done = converged | (s.n_iter >= max_iter)
-        stop = done | ~e.resolved  # no M-step after the last E-step, nor after an inexact one
-
-        def _update() -> tuple[Params, optax.OptState]:
-            params, opt_state = _m_step(
-                s.params, s.opt_state, e, batch, scales, m_steps, shape, fit_intercept, rows, l21, min_step
-            )
-            if shape.leak == "learn":
-                params = leak_update(params, e, batch, weights, shape)
-            return params, opt_state
-
-        params, opt_state = lax.cond(stop, lambda: (s.params, s.opt_state), _update)
-        history = s.history.at[s.n_iter].set(jnp.where(e.resolved, e.log_joint, jnp.nan))
-        n_iter = s.n_iter + jnp.where(stop, 0, 1)
-        # An unresolved pass is redone (with the fallback) on the same draw: keep the key.
-        key = jnp.where(e.resolved, key, s.key)
-        done_now = converged & e.resolved
-        return _State(params, opt_state, history, n_iter, done_now, stop, ~e.resolved, key, s.max_iter)
-
-    return lax.while_loop(lambda s: ~s.done, _pass, start)
+    spec = EMSpec(
+        steps.e_step,
+        steps.m_step,
+        config=_Config(shape, fit_intercept, steps),
+        stopping_test=steps.e_step is not _drawn_e_step,
+    )
+    data = _Data(arrays, scales, m_steps, extra.rows, extra.l21, extra.min_step)
+    return em_driver.run(spec, start, data, tol, fallback)
 
 
 _potential = jax.jit(potential, static_argnums=(3, 4))
@@ -402,25 +480,18 @@ def fit_em(
     if l21 is not None:
         bound = lipschitz_bound(arrays, intercept_scale if fit_intercept else None, 1.0 / float(bag_fraction))
         min_step = np.asarray(1.0 / bound, dtype)
-    state = _em(
-        _start(params, int(max_iter), key, l21 is not None),
-        *args,
-        fallback=False,
-        sizes=sizes,
-        rows=rows,
-        l21=l21,
-        min_step=min_step,
+    steps = _Steps(
+        e_step=_e_step if sizes is None else _drawn_e_step,
+        m_step=_ascent_m_step if l21 is None else _proximal_m_step,
+        log_prior=_no_prior if l21 is None else _group_laplace,
+        loss=_row_loss if flat else _bucket_loss,
+        sizes=sizes or (),
     )
-    if bool(state.unresolved):  # near underflow: go on, from the same state, in exact arithmetic
-        state = _em(
-            state._replace(done=jnp.asarray(False), unresolved=jnp.asarray(False)),
-            *args,
-            fallback=True,
-            sizes=sizes,
-            rows=rows,
-            l21=l21,
-            min_step=min_step,
-        )
+    extra = _Extra(rows, l21, min_step)
+    state = em_driver.fit(
+        lambda s, fallback: _em(s, *args, fallback=fallback, steps=steps, extra=extra),
+        _start(params, int(max_iter), key, l21 is not None),
+    )
     n_iter = int(state.n_iter)
     history = np.asarray(state.history, np.float64)[: n_iter + 1]
     log_posterior = float(history[-1])

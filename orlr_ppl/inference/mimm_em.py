@@ -1,9 +1,11 @@
 """EM for the multi-instance mixture model (MIMM, Foulds & Smyth), on multi-label bags.
 
 The model, its prior, the exact E-step (the subset DP through ``BagLabelSet``)
-and the closed-form MAP M-step are ``mimm_steps``; this module runs them. The
-whole fit is one ``lax.while_loop`` in a module-level jitted program with the
-data as arguments: it compiles once per shape family (bucket shapes, classes,
+and the closed-form MAP M-step are ``mimm_steps``; this module runs them
+through ``em_driver``, M-step first (each pass's M-step proposes parameters and
+the E-step after it judges them). The whole fit is the driver's one
+``lax.while_loop`` in a module-level jitted program (``_em``) with the data as
+arguments: it compiles once per shape family (bucket shapes, classes,
 features, covariance type; ``max_iter`` only past ``HISTORY_SLOTS``) and makes
 no host round trip until it returns. The starts are host arrays, so a fit
 compiles that one loop and nothing else. As in ``em``, the loop runs the DP
@@ -20,16 +22,14 @@ final log posterior wins.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ..model.model_data import ModelData
+from . import em_driver
+from .em_driver import EMSpec, EMState, EStepOut
 from .mimm_steps import (
     COVARIANCES,
     MixtureData,
@@ -68,28 +68,22 @@ class MIMMResult(NamedTuple):
     converged: bool
 
 
-class _State(NamedTuple):
-    resp: Array  # (M, C) the responsibilities the next M-step takes
-    params: MixtureParams  # the parameters of the last recorded E-step
-    history: Array  # (history_slots(max_iter),), NaN past the last recorded E-step
-    max_iter: Array  # () the iterations allowed
-    count: Array  # E-steps recorded: iterations + 1
-    converged: Array
-    done: Array
-    unresolved: Array  # stopped at an E-step the probability-space DP could not resolve
-
-
 HISTORY_SLOTS = 256
 """The history buffer's least length: fits with ``max_iter`` below it share one compiled program."""
 
 
 def history_slots(max_iter: int) -> int:
     """Length of the history buffer: ``HISTORY_SLOTS``, or the power of two above ``max_iter``."""
-    return max(HISTORY_SLOTS, 1 << int(max_iter).bit_length())
+    return em_driver.history_length(max_iter, HISTORY_SLOTS)
 
 
-def _start(resp: np.ndarray, n_features: int, max_iter: int, covariance: str) -> _State:
-    """The state before the first M-step, as host arrays (no program of its own to compile)."""
+def _start(resp: np.ndarray, n_features: int, max_iter: int, covariance: str) -> EMState:
+    """The state before the first M-step, on (M, C) responsibilities ``resp``, as host arrays.
+
+    Host arrays: no program of its own to compile. Its parameters (uniform weights, zero
+    means, unit covariances) are a placeholder, returned only by a fit whose first
+    proposal is not kept.
+    """
     dtype, n_classes = resp.dtype, resp.shape[1]
     eye = np.eye(n_features, dtype=dtype)
     covs = (
@@ -100,48 +94,51 @@ def _start(resp: np.ndarray, n_features: int, max_iter: int, covariance: str) ->
     )
     history = np.full((history_slots(max_iter),), np.nan, dtype)
     no = np.asarray(False)
-    return _State(resp, params, history, np.asarray(max_iter), np.asarray(0), no, no, no)
+    return EMState(params, (), resp, history, np.asarray(0), no, no, no, (), np.asarray(max_iter))
 
 
-# LLVM's level 1, as ``em``: it compiles faster, and for a short EM compiling is most of the cost.
-_JIT_OPTIONS = (
-    {"compiler_options": {"xla_backend_optimization_level": 1}}
-    if "compiler_options" in inspect.signature(jax.jit).parameters
-    else {}
-)
+# -- the MIMM's step functions for ``em_driver.run`` --------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "fallback"), **_JIT_OPTIONS)
+class _Data(NamedTuple):
+    """The arrays the MIMM's step functions read: the bags (``mixture_data``) and the prior."""
+
+    bags: MixtureData
+    prior: MixturePrior
+
+
+def _e_step(shape: MixtureShape, data: _Data, params: MixtureParams, key: tuple, fallback: bool) -> EStepOut:
+    """The exact E-step (``mimm_steps.e_step``): ``sum_b log p(X_b, Y_b)`` and (M, C) responsibilities."""
+    e = e_step(params, data.bags, shape, fallback)
+    return EStepOut(e.log_likelihood, e.resolved, e.responsibilities, key)
+
+
+def _m_step(
+    shape: MixtureShape, data: _Data, params: MixtureParams, carry: tuple, resp: Array
+) -> tuple[MixtureParams, tuple]:
+    """The closed-form MAP M-step (``mimm_steps.m_step``) on (M, C) responsibilities; nothing carried."""
+    return m_step(resp, data.bags.features, data.prior, shape.covariance), carry
+
+
+def _log_prior(shape: MixtureShape, data: _Data, params: MixtureParams) -> Array:
+    """() ``log p(theta)`` (``mimm_steps.log_prior``)."""
+    return log_prior(params, data.prior, shape.covariance)
+
+
+@em_driver.program("shape", "fallback")
 def _em(
-    start: _State, data: MixtureData, prior: MixturePrior, tol: Array, shape: MixtureShape, fallback: bool
-) -> _State:
-    """The whole EM from ``start``: a ``while_loop`` of M-step, E-step, then the stopping test.
+    start: EMState, data: MixtureData, prior: MixturePrior, tol: Array, shape: MixtureShape, fallback: bool
+) -> EMState:
+    """The whole EM from ``start``: ``em_driver.run`` with the MIMM's steps, M-step first.
 
-    Each pass takes the M-step on the last responsibilities and the E-step at
-    its parameters, so the returned parameters are those the last history
-    entry was computed at. A non-finite log posterior (a covariance beyond the
-    float's Cholesky) ends the fit, unconverged, at the last parameters whose
-    log posterior was finite. Without ``fallback``, the loop stops, with
-    ``unresolved`` set, at the first E-step that leaves a bag near underflow,
-    before using it; ``fit_mimm`` redoes that pass with ``fallback=True`` (see
-    ``em._em``).
+    Each pass takes the M-step on the last kept responsibilities and the E-step at its
+    parameters, so the returned parameters are those the last kept history entry was
+    computed at. A non-finite log posterior (a covariance beyond the float's Cholesky)
+    ends the fit, unconverged, at the last parameters whose log posterior was finite.
+    ``fallback``: the DP's log-space rerun compiled in (``em_driver.fit``).
     """
-
-    def _pass(s: _State) -> _State:
-        params = m_step(s.resp, data.features, prior, shape.covariance)
-        e = e_step(params, data, shape, fallback)
-        lp = e.log_likelihood + log_prior(params, prior, shape.covariance)
-        old = s.history[jnp.maximum(s.count - 1, 0)]
-        converged = (s.count > 0) & (jnp.abs(lp - old) <= tol * jnp.maximum(jnp.abs(old), 1.0))
-        keep = e.resolved & jnp.isfinite(lp)  # record this pass
-        count = s.count + keep.astype(s.count.dtype)
-        done = ~keep | converged | (count > s.max_iter)
-        history = s.history.at[s.count].set(jnp.where(keep, lp, s.history[s.count]))
-        params = jax.tree.map(lambda new, last: jnp.where(keep, new, last), params, s.params)
-        resp = jnp.where(keep, e.responsibilities, s.resp)
-        return _State(resp, params, history, s.max_iter, count, converged & keep, done, ~e.resolved)
-
-    return lax.while_loop(lambda s: ~s.done, _pass, start)
+    spec = EMSpec(_e_step, _m_step, _log_prior, config=shape, m_step_first=True)
+    return em_driver.run(spec, start, _Data(data, prior), tol, fallback)
 
 
 def fit_mimm(
@@ -181,13 +178,13 @@ def fit_mimm(
     best = None
     for restart in range(int(n_init)):
         rng = np.random.default_rng([int(seed), restart]) if restart else None
-        state = _start(start_posteriors(rows, rng), data.n_features, int(max_iter), covariance)
-        state = _em(state, on_device, prior, tol, shape, fallback=False)
-        if bool(state.unresolved):  # near underflow: redo that pass, and go on, in exact arithmetic
-            state = state._replace(done=jnp.asarray(False), unresolved=jnp.asarray(False))
-            state = _em(state, on_device, prior, tol, shape, fallback=True)
-        count = int(state.count)
-        history = np.asarray(state.history, np.float64)[:count]
+        start = _start(start_posteriors(rows, rng), data.n_features, int(max_iter), covariance)
+        state = em_driver.fit(
+            lambda s, fallback: _em(s, on_device, prior, tol, shape, fallback=fallback), start
+        )
+        history = np.asarray(state.history, np.float64)[: int(state.n_iter) + 1]
+        history = history[: len(history) - int(np.isnan(history[-1]))]  # less a last proposal not kept
+        count = len(history)
         if count and (best is None or history[-1] > best.log_posterior):
             params = [np.asarray(a) for a in state.params]
             best = MIMMResult(*params, float(history[-1]), history, count - 1, bool(state.converged))
