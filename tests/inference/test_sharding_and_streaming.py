@@ -30,7 +30,7 @@ from orlr_ppl.model import make_model_data, make_model_data_flat
 from orlr_ppl.model.log_density import potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import split_model_data, sum_to_zero_basis
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bags(seed: int, n_bags: int, n_features: int = 4, n_classes: int = 5, spread: float = 1.0):
@@ -61,7 +61,7 @@ SHARDED = textwrap.dedent(
     import json, sys
     import jax, numpy as np
     sys.path.insert(0, {tests!r})
-    from test_scale import _bags
+    from test_sharding_and_streaming import _bags
     from orlr_ppl.data.store import write_bag_store
     from orlr_ppl.inference.em import fit_em
     from orlr_ppl.inference import streaming
@@ -107,7 +107,7 @@ SHARDED = textwrap.dedent(
 def test_bags_sharded_over_two_devices_give_one_device_s_results(tmp_path):
     """Potential, gradient, an EM fit and a streamed fit: as on 1 device."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-    script = SHARDED.format(tests=str(ROOT / "tests"), store=str(tmp_path / "store"))
+    script = SHARDED.format(tests=str(Path(__file__).parent), store=str(tmp_path / "store"))
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
     )

@@ -248,7 +248,7 @@ def nuts_asked(monkeypatch):
 
 def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts_asked, data):
     """``NUTS(dense_mass=True)`` and ``orlr-ppl fit --dense-mass`` ask NUTS for a dense mass matrix
-    (``test_nuts_driver`` checks that the sampler then adapts one)."""
+    (``test_nuts`` checks that the sampler then adapts one)."""
     from orlr_ppl.cli.commands import estimator_from_args
     from orlr_ppl.cli.main import build_parser
 
@@ -267,7 +267,7 @@ def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(
 
 def test_whiten_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts_asked, data):
     """``NUTS(whiten=True)`` and ``orlr-ppl fit --whiten`` ask NUTS for Laplace-whitened weights
-    (``test_nuts_driver`` checks what the sampler does with it); off by default."""
+    (``test_nuts`` checks what the sampler does with it); off by default."""
     from orlr_ppl.cli.commands import estimator_from_args
     from orlr_ppl.cli.main import build_parser
 

@@ -17,7 +17,7 @@ from orlr_ppl.data.datasets import load_hja
 from orlr_ppl.data.hja import HJA_FILES, HJA_UNION_CHANGED
 from orlr_ppl.data.io import read_bag_csv
 
-HJA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hja"
+HJA = Path(__file__).resolve().parents[3] / "shared" / "data" / "hja"
 
 
 @pytest.fixture(scope="module")

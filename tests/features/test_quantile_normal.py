@@ -28,7 +28,7 @@ from orlr_ppl.features.maps import HEAVY_TAIL_Z, extreme_z
 from orlr_ppl.inference.diagnostics import ConvergenceWarning, warning_message
 
 QN = "quantile-normal"
-HJA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hja"
+HJA = Path(__file__).resolve().parents[3] / "shared" / "data" / "hja"
 
 
 def sklearn_map(train: np.ndarray, n_quantiles: int = 1000) -> QuantileTransformer:
@@ -150,7 +150,7 @@ def test_raw_unit_parameters_are_refused_under_the_map(digits):
 
 
 def test_the_command_line_fits_saves_and_predicts_with_the_map(tmp_path, capsys):
-    from test_cli import _write_npz
+    from helpers import write_npz as _write_npz
 
     _write_npz(tmp_path / "train.npz", make_miml_digits(40, seed=0, split="train", max_size=4))
     model = tmp_path / "model"

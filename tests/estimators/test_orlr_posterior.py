@@ -43,7 +43,7 @@ def _clusters(n_bags=30, seed=0):
 @pytest.fixture(scope="module")
 def nuts_fit():
     bags, sets, labels = _clusters()
-    # max_num_samples=0: chains do not go on (the extension has its own test in test_nuts_driver).
+    # max_num_samples=0: chains do not go on (the extension has its own test in test_nuts).
     est = ORLR(
         inference=NUTS(num_warmup=150, num_samples=150, num_chains=2, max_num_samples=0), random_state=0
     )

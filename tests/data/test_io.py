@@ -12,7 +12,7 @@ import pytest
 from orlr_ppl.data.container import MIMLData
 from orlr_ppl.data.io import read_bag_csv, read_bag_npz, read_miml_arff, write_miml_arff
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 ARFF = FIXTURES / "miml_small.arff"
 XML = FIXTURES / "miml_small.xml"
 FEATURES = FIXTURES / "hja_features.csv"

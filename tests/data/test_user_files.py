@@ -20,7 +20,7 @@ from orlr_ppl.data.datasets import hja_version, load_hja, published_figures
 from orlr_ppl.data.io import read_bag_csv, read_miml_arff
 from orlr_ppl.data.io.bag_csv import read_class_names
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 FEATURES = "bag_id, [segment features]\n1,0.5,1.5,2\n1,1,2,3\n2,4,5,6\n3,7,8,9\n3,1,1,1\n3,2,2,2\n"
 BAG_LABELS = "bag_id, [labels]\n1,1,3\n2,3\n3,1,2,3\n"

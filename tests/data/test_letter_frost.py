@@ -15,7 +15,7 @@ from orlr_ppl import EM, NUTS
 from orlr_ppl.data._frost_words import ROAD_NOT_TAKEN
 from orlr_ppl.data.datasets import load_letter_frost, read_uci_letters
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 UCI, POEM = DATA / "letter-recognition.data", DATA / "road_not_taken.txt"
 
 
