@@ -30,7 +30,6 @@ from orlr_ppl.model import make_model_data, make_model_data_flat
 from orlr_ppl.model.log_density import potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import split_model_data, sum_to_zero_basis
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bags(seed: int, n_bags: int, n_features: int = 4, n_classes: int = 5, spread: float = 1.0):
