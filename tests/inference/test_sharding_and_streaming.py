@@ -31,7 +31,6 @@ from orlr_ppl.model.log_density import potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import split_model_data, sum_to_zero_basis
 
 
-
 def _bags(seed: int, n_bags: int, n_features: int = 4, n_classes: int = 5, spread: float = 1.0):
     """Ragged bags (1-6 instances), their label sets (the union of 1-3 drawn classes) and instance labels."""
     rng = np.random.default_rng(seed)
