@@ -51,8 +51,7 @@ from .model_selection import select_by_bag_cv
 from .relaxed import NOVEL_CLASS_NAME, check_leak, relaxed_draw_posteriors
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
-    import arviz as az
-
+    from ..inference.arviz_compat import Posterior
     from ..inference.diagnostics import Diagnostics, PointDiagnostics
 
 INCLUSION_EFFECT = 0.5
@@ -348,7 +347,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         bags = None if bag_ids is None else [str(b) for b in bag_ids]
         self._set_posterior(with_names(res.posterior, classes, rows, bags))
 
-    def _set_posterior(self, idata: az.InferenceData) -> None:
+    def _set_posterior(self, idata: Posterior) -> None:
         self.posterior_ = idata
         draws = thin_draws(idata, self.max_predict_draws)
         self.coef_, self.intercept_ = draws.coef, draws.intercept
@@ -725,7 +724,9 @@ class ORLR(_KernelFeatures, _BagClassifier):
             return
         tmp = nc.with_name(".posterior.tmp.nc")
         try:
-            self.posterior_.to_netcdf(str(tmp))
+            from ..inference.arviz_compat import to_netcdf
+
+            to_netcdf(self.posterior_, str(tmp))
             tmp.replace(nc)  # as persistence.write_atomically: an interrupted save leaves the old file whole
         finally:
             tmp.unlink(missing_ok=True)
@@ -996,7 +997,7 @@ class PosteriorFit(NamedTuple):
         losses: SVI: (num_steps,) the loss (negative ELBO) per step; NUTS: None.
     """
 
-    posterior: az.InferenceData
+    posterior: Posterior
     losses: np.ndarray | None
 
 
@@ -1105,7 +1106,7 @@ class Draws(NamedTuple):
     leak_draws: np.ndarray | None = None
 
 
-def thin_draws(idata: az.InferenceData, max_draws: int) -> Draws:
+def thin_draws(idata: Posterior, max_draws: int) -> Draws:
     """Posterior means of ``W``, ``beta`` (and ``leak``), and at most ``max_draws`` draws, evenly spaced."""
     w = np.asarray(idata.posterior["W"]).reshape((-1,) + idata.posterior["W"].shape[2:])
     b = np.asarray(idata.posterior["beta"]).reshape(w.shape[0], -1)
@@ -1116,14 +1117,13 @@ def thin_draws(idata: az.InferenceData, max_draws: int) -> Draws:
     return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep], float(leak.mean()), leak[keep])
 
 
-def read_posterior(nc: Path) -> az.InferenceData:
+def read_posterior(nc: Path) -> Posterior:
     """Read a saved ``posterior.nc`` into memory (ValueError naming the file if it cannot be read)."""
-    from ..inference.inference_data import az
+    from ..inference.arviz_compat import from_netcdf
 
     try:
         # Eager: read into memory and close the file, so the model can be saved over its own folder.
-        with az.rc_context({"data.load": "eager"}):
-            idata = az.from_netcdf(str(nc))
+        idata = from_netcdf(str(nc))
     except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # netCDF4, h5py and xarray differ
         raise ValueError(f"{nc} is unreadable (truncated or not netCDF?): {err}; re-save the model") from err
     posterior = getattr(idata, "posterior", None)

@@ -19,9 +19,10 @@ import pandas as pd
 from .metrics import CREDIBLE_MASS, equal_tailed_interval, expected_calibration_error, labelled_instances
 
 if TYPE_CHECKING:
-    import arviz as az
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+    from ..inference.arviz_compat import Posterior
 
 TABLE_COLUMNS = ("bin_lower", "bin_upper", "count", "mean_confidence", "accuracy")
 
@@ -158,7 +159,7 @@ def reliability_diagram(
     return ReliabilityDiagram(ax, count_ax, tables, ece, caption)
 
 
-def _scalar_series(idata: az.InferenceData, var_names: Sequence[str], coords: Mapping | None):
+def _scalar_series(idata: Posterior, var_names: Sequence[str], coords: Mapping | None):
     """(label, (chain, draw) array) for every scalar of the chosen variables, in variable order."""
     posterior = idata.posterior
     for var in var_names:
@@ -178,7 +179,7 @@ def _scalar_series(idata: az.InferenceData, var_names: Sequence[str], coords: Ma
 
 
 def rank_plots(
-    idata: az.InferenceData,
+    idata: Posterior,
     var_names: str | Sequence[str],
     coords: Mapping | None = None,
     max_panels: int = 12,

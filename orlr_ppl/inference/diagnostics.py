@@ -44,7 +44,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .inference_data import RAW_SITES, az, with_names
+from . import arviz_compat as azc
+from .inference_data import RAW_SITES, with_names
 
 RHAT_MAX = 1.01
 """Largest acceptable split R-hat."""
@@ -76,7 +77,7 @@ def mixing_converged(draws: dict[str, np.ndarray]) -> bool:
     """
     posterior = {k: np.asarray(v) for k, v in draws.items() if k in INTERPRETABLE}
     with quiet_arviz():
-        table = convergence_table(az.from_dict(posterior=posterior))
+        table = convergence_table(azc.from_dict({"posterior": posterior}))
     failures = _mixing_failures(table)
     if next(iter(posterior.values())).shape[0] < 2:
         failures.pop("r_hat")
@@ -87,14 +88,14 @@ def _stat(stats: xr.Dataset | None, name: str) -> np.ndarray | None:
     return np.asarray(stats[name]) if stats is not None and name in stats else None
 
 
-def _loo_summary(idata: az.InferenceData) -> dict[str, Any]:
+def _loo_summary(idata: azc.Posterior) -> dict[str, Any]:
     """Share of bags with Pareto k-hat above ``PARETO_K_MAX`` (None without a log-likelihood)."""
     empty = {"n_bags": None, "n_high_pareto_k": None, "loo_high_k_share": None, "worst_pareto_k": None}
-    if "log_likelihood" not in idata.groups():
+    if "log_likelihood" not in azc.groups(idata):
         return empty
     with quiet_arviz():  # ArviZ warns about high k-hat itself; we report it as a problem instead
         try:
-            k = az.loo(idata, pointwise=True).pareto_k
+            k = azc.pareto_k(idata)
         except (TypeError, ValueError):
             return empty
     values = np.asarray(k).ravel()
@@ -109,7 +110,7 @@ def _loo_summary(idata: az.InferenceData) -> dict[str, Any]:
     }
 
 
-def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
+def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
     """Sampler statistics of a fit; any statistic the ``InferenceData`` lacks is None.
 
     Returns a dict with ``n_chains``, ``n_draws`` (per chain), ``n_draws_planned``
@@ -127,7 +128,7 @@ def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     ``N_WORST`` (bag, k-hat) pairs, largest first).
     """
     post = idata.posterior
-    stats = idata.sample_stats if "sample_stats" in idata.groups() else None
+    stats = azc.group(idata, "sample_stats")
     out: dict[str, Any] = {
         "n_chains": int(post.sizes["chain"]),
         "n_draws": int(post.sizes["draw"]),
@@ -156,7 +157,7 @@ def sampler_summary(idata: az.InferenceData) -> dict[str, Any]:
     out["mean_acceptance_rate"] = None if accept is None else float(np.mean(accept))
     out["bfmi"] = None
     if _stat(stats, "energy") is not None and post.sizes["draw"] > 1:
-        out["bfmi"] = [float(v) for v in np.atleast_1d(az.bfmi(idata))]
+        out["bfmi"] = [float(v) for v in azc.bfmi(idata)]
     out.update(_loo_summary(idata))
     return out
 
@@ -353,7 +354,7 @@ class Diagnostics(NamedTuple):
 
 
 def diagnose(
-    idata: az.InferenceData,
+    idata: azc.Posterior,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
     *,
@@ -467,7 +468,7 @@ def failing_parameters(diagnostics: Diagnostics) -> list[str]:
 
 
 def warn_if_unconverged(
-    idata: az.InferenceData,
+    idata: azc.Posterior,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
     *,
@@ -588,15 +589,17 @@ def quiet_arviz() -> Iterator[None]:
     E.g. "Shape validation failed" for one chain, or high Pareto k-hat: the
     checks of ``diagnostics`` report the same facts as problems.
     """
-    logger = logging.getLogger("arviz")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in azc.LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
             warnings.simplefilter("ignore")
             yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _table_vars(posterior) -> list[str]:
@@ -607,7 +610,7 @@ def _table_vars(posterior) -> list[str]:
 
 
 def convergence_table(
-    idata: az.InferenceData,
+    idata: azc.Posterior,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
 ) -> pd.DataFrame:
@@ -630,27 +633,23 @@ def convergence_table(
         raise ValueError("the posterior has no W, beta or other latent site to check")
     # Constant parameters (beta without an intercept) give 0/0 in R-hat: NaN, and ArviZ says so.
     with quiet_arviz():
-        table = az.summary(named.posterior[names], kind="all", round_to="none")
+        table = azc.summary(azc.group(named, "posterior")[names])
     return table[TABLE_COLUMNS]
 
 
 def _scalar_draws(
-    idata: az.InferenceData,
+    idata: azc.Posterior,
     class_names: Sequence[str] | None,
     feature_names: Sequence[str] | None,
 ) -> dict[str, np.ndarray]:
     """Each scalar of the table's sites as its (chain, draw) array, keyed by its table row label."""
     named = with_names(idata, class_names, feature_names)
     names = _table_vars(named.posterior)
-    labeller = az.labels.BaseLabeller()  # ArviZ's own row labels, as az.summary writes them
-    scalars = az.sel_utils.xarray_var_iter(
-        named.posterior[names], var_names=names, skip_dims={"chain", "draw"}
-    )
-    return {labeller.make_label_flat(var, sel, isel): np.asarray(v) for var, sel, isel, v in scalars}
+    return dict(azc.scalar_draws(azc.group(named, "posterior"), names))  # as convergence_table's rows
 
 
 def chain_means(
-    idata: az.InferenceData,
+    idata: azc.Posterior,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
 ) -> pd.DataFrame:
@@ -678,7 +677,7 @@ DIVERGENT_RANK_COLUMNS = ["mean_rank", "z"]
 
 
 def divergent_draw_ranks(
-    idata: az.InferenceData,
+    idata: azc.Posterior,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
 ) -> pd.DataFrame:
@@ -708,7 +707,7 @@ def divergent_draw_ranks(
 
 
 def chain_tables(
-    idata: az.InferenceData,
+    idata: azc.Posterior,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -718,9 +717,9 @@ def chain_tables(
     return means, _divergent_ranks(draws, _divergent(idata))
 
 
-def _divergent(idata: az.InferenceData) -> np.ndarray | None:
+def _divergent(idata: azc.Posterior) -> np.ndarray | None:
     """The (chain * draw,) divergence flags; None when the ranks are undefined (none, all, or no stats)."""
-    stats = idata.sample_stats if "sample_stats" in idata.groups() else None
+    stats = azc.group(idata, "sample_stats")
     if stats is None or "diverging" not in stats:
         return None
     divergent = np.asarray(stats["diverging"], bool).ravel()

@@ -1,9 +1,10 @@
-"""Posterior draws of ``orlr_model`` as ArviZ ``InferenceData`` (NUTS and SVI share this).
+"""Posterior draws of ``orlr_model`` as ArviZ ``InferenceData`` (0.2x) or ``xarray.DataTree`` (1.x),
+built through ``arviz_compat`` (NUTS and SVI share this).
 
-The ``InferenceData`` has a ``posterior`` group (``W_raw``, ``beta_raw`` and
+It has a ``posterior`` group (``W_raw``, ``beta_raw`` and
 the derived ``W`` (d, C), ``beta`` (C,)) and a ``log_likelihood`` group with
 one variable ``Y`` over ``bag`` in input order, ready for ``arviz.loo``; NUTS
-adds ``sample_stats``. For posterior predictive checks (``arviz.plot_ppc``)
+adds ``sample_stats``. For posterior predictive checks (``arviz_compat.plot_ppc``)
 it also has ``observed_data`` and ``posterior_predictive``, each with ``Y``
 (the multi-hot label sets, (bag, class) int) and ``n_labels`` (the label-set
 size ``|Y_b|``, (bag,)); the predictive label sets are simulated from the
@@ -14,7 +15,6 @@ draw numbers. Posteriors saved before these groups existed load without them.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import jax
@@ -26,10 +26,7 @@ from numpyro.infer.util import log_likelihood
 
 from ..model.numpyro_model import ModelData, orlr_model, start_params, sum_to_zero_basis
 from ..model.priors import HORSESHOE_SITES, horseshoe_weights
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", FutureWarning)  # ArviZ announces its 1.0 refactor on import
-    import arviz as az
+from . import arviz_compat as azc
 
 RAW_SITES = ("W_raw", "beta_raw", "leak_logit", *HORSESHOE_SITES)
 PPC_MAX_DRAWS = 200
@@ -110,13 +107,13 @@ def _predictive_groups(
     flat = {k: v[:, keep].reshape((n_chains * len(keep),) + v.shape[2:]) for k, v in chains.items()}
     sims = simulate_label_sets(data, flat, model_kwargs, seed).reshape(n_chains, len(keep), *observed.shape)
     return {
-        "observed_data": az.dict_to_dataset(
+        "observed_data": azc.dict_to_dataset(
             {"Y": observed, "n_labels": observed.sum(axis=-1)},
             coords=coords,
             dims=dims,
-            default_dims=[],
+            sample_dims=[],
         ),
-        "posterior_predictive": az.dict_to_dataset(
+        "posterior_predictive": azc.dict_to_dataset(
             {"Y": sims, "n_labels": sims.sum(axis=-1)}, coords={**coords, "draw": keep}, dims=dims
         ),
     }
@@ -132,7 +129,7 @@ def inference_data(
     max_ppc_draws: int = PPC_MAX_DRAWS,
     sample_stats_attrs: dict | None = None,
     log_likelihood: np.ndarray | None = None,
-) -> az.InferenceData:
+) -> azc.Posterior:
     """Build InferenceData from (chain, draw, ...) arrays.
 
     Args:
@@ -162,24 +159,20 @@ def inference_data(
         "lam": ["feature"],
         "Y": ["bag"],
     }
-    idata = az.from_dict(
-        posterior=chains,
-        sample_stats=sample_stats,
-        log_likelihood={"Y": ll},
+    idata = azc.from_dict(
+        {"posterior": chains, "sample_stats": sample_stats, "log_likelihood": {"Y": ll}},
         dims={k: v for k, v in dims.items() if k in chains or k == "Y"},
+        attrs={"sample_stats": sample_stats_attrs} if sample_stats_attrs else None,
     )
-    if sample_stats is not None and sample_stats_attrs:
-        idata.sample_stats.attrs.update(sample_stats_attrs)
-    idata.add_groups(_predictive_groups(data, chains, model_kwargs, seed, max_ppc_draws))
-    return idata
+    return azc.add_groups(idata, _predictive_groups(data, chains, model_kwargs, seed, max_ppc_draws))
 
 
 def with_names(
-    idata: az.InferenceData,
+    idata: azc.Posterior,
     class_names: Sequence[str] | None = None,
     feature_names: Sequence[str] | None = None,
     bag_names: Sequence[str] | None = None,
-) -> az.InferenceData:
+) -> azc.Posterior:
     """A copy whose ``class``, ``feature`` and ``bag`` coordinates are the given names, in every group.
 
     So ``arviz.summary`` rows read ``W[x-box, j]`` instead of ``W[3, 9]``, and PSIS-LOO's
@@ -187,7 +180,7 @@ def with_names(
     """
     coords = {}
     sizes = {**idata.posterior.sizes}
-    if "log_likelihood" in idata.groups():
+    if "log_likelihood" in azc.groups(idata):
         sizes = {**idata.log_likelihood.sizes, **sizes}
     for dim, names in (("class", class_names), ("feature", feature_names), ("bag", bag_names)):
         if names is None:
@@ -207,13 +200,13 @@ def with_names(
         # posterior_predictive) have the named classes, the first ones.
         return ds.assign_coords({d: v[: ds.sizes[d]] for d, v in coords.items() if d in ds.dims})
 
-    return idata.map(relabel)
+    return azc.map_groups(idata, relabel)
 
 
-def summary(idata: az.InferenceData, var_names: tuple[str, ...] = RAW_SITES):
-    """ArviZ summary (mean, sd, HDI, R-hat, bulk and tail ESS) of the raw parameters."""
-    present = [v for v in var_names if v in idata.posterior]
-    return az.summary(idata, var_names=present)
+def summary(idata: azc.Posterior, var_names: tuple[str, ...] = RAW_SITES):
+    """Mean, sd, R-hat, bulk and tail ESS of the raw parameters (``arviz_compat.summary``)."""
+    posterior = azc.group(idata, "posterior")
+    return azc.summary(posterior[[v for v in var_names if v in posterior]])
 
 
 def tree_depth(n_steps: np.ndarray) -> np.ndarray:

@@ -59,6 +59,7 @@ from ..model.log_density import (
     prior_scales,
 )
 from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data
+from .arviz_compat import Posterior
 from .chain_setup import (
     ChainMethod,
     Spec,
@@ -69,7 +70,7 @@ from .chain_setup import (
     resolve_chain_method,
     to_model,
 )
-from .inference_data import az, inference_data, tree_depth, with_derived, zeros_init
+from .inference_data import inference_data, tree_depth, with_derived, zeros_init
 from .methods import NUTS
 
 Array = jax.Array
@@ -395,7 +396,7 @@ def fit_nuts(
     chain_method: ChainMethod = "auto",
     max_num_samples: int | None = None,
     whiten: bool = False,
-) -> az.InferenceData:
+) -> Posterior:
     """Sample the posterior with NUTS.
 
     Args:

@@ -22,7 +22,8 @@ import numpy as np
 from scipy import stats
 
 from ..model.numpyro_model import sum_to_zero_basis
-from .inference_data import az, thinned_draws
+from . import arviz_compat as azc
+from .inference_data import thinned_draws
 
 # -- parameters and ranks -------------------------------------------------------
 
@@ -87,8 +88,8 @@ def bulk_ess(draws: np.ndarray) -> np.ndarray:
     ``diagnostics`` checks for ``fit_nuts``; each replication reports its
     smallest, to show whether ``L`` thinned draws are close to independent.
     """
-    dataset = az.dict_to_dataset({"theta": np.asarray(draws, np.float64)})
-    return np.asarray(az.ess(dataset, method="bulk")["theta"], np.float64)
+    dataset = azc.dict_to_dataset({"theta": np.asarray(draws, np.float64)})
+    return np.asarray(azc.ess_bulk(dataset)["theta"], np.float64)
 
 
 # -- the uniformity test --------------------------------------------------------

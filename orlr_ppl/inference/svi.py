@@ -12,14 +12,15 @@ from numpyro.infer import SVI, Trace_ELBO, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 
 from ..model.numpyro_model import ModelData, orlr_model
-from .inference_data import az, inference_data, with_derived, zeros_init
+from .arviz_compat import Posterior
+from .inference_data import inference_data, with_derived, zeros_init
 from .methods import SVI as SVISettings
 
 
 class SVIResult(NamedTuple):
     """An SVI fit: posterior draws as InferenceData and the ELBO loss trace."""
 
-    posterior: az.InferenceData
+    posterior: Posterior
     losses: np.ndarray
 
 

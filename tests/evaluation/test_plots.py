@@ -6,7 +6,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import arviz as az  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -20,6 +19,7 @@ from orlr_ppl.evaluation.plots import (  # noqa: E402
     reliability_diagram,
     reliability_table,
 )
+from orlr_ppl.inference import arviz_compat as azc  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -88,8 +88,8 @@ def _idata(n_chains: int = 3, n_draws: int = 100):
     rng = np.random.default_rng(0)
     beta = rng.normal(size=(n_chains, n_draws, 4))
     beta[0] += 3.0  # one chain elsewhere: its ranks pile up at the top
-    return az.from_dict(
-        posterior={"beta": beta, "W": rng.normal(size=(n_chains, n_draws, 5, 4)), "s": beta[..., 0]},
+    return azc.from_dict(
+        {"posterior": {"beta": beta, "W": rng.normal(size=(n_chains, n_draws, 5, 4)), "s": beta[..., 0]}},
         dims={"beta": ["class"], "W": ["feature", "class"]},
     )
 

@@ -5,21 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from orlr_ppl.inference import arviz_compat as azc
 from orlr_ppl.inference.diagnostics import DIVERGENT_Z, chain_means, diagnose, divergent_draw_ranks
-from orlr_ppl.inference.inference_data import az
 
 
-def _idata(tau: np.ndarray, diverging: np.ndarray, seed: int = 0) -> az.InferenceData:
+def _idata(tau: np.ndarray, diverging: np.ndarray, seed: int = 0) -> azc.Posterior:
     """A (chain, draw) posterior: ``tau``, a constant ``beta`` and noise ``W`` (3, 2) beside it."""
     rng = np.random.default_rng(seed)
     chains, draws = tau.shape
-    return az.from_dict(
-        posterior={
-            "tau": tau,
-            "beta": np.zeros((chains, draws, 2)),
-            "W": rng.normal(size=(chains, draws, 3, 2)),
+    return azc.from_dict(
+        {
+            "posterior": {
+                "tau": tau,
+                "beta": np.zeros((chains, draws, 2)),
+                "W": rng.normal(size=(chains, draws, 3, 2)),
+            },
+            "sample_stats": {"diverging": diverging},
         },
-        sample_stats={"diverging": diverging},
         dims={"W": ["feature", "class"], "beta": ["class"]},
     )
 
@@ -77,4 +79,4 @@ def test_no_divergences_or_no_sampler_statistics_give_an_empty_table() -> None:
     none = divergent_draw_ranks(_idata(tau, np.zeros((2, 10), bool)))
     assert none.empty and list(none.columns) == ["mean_rank", "z"]
     assert divergent_draw_ranks(_idata(tau, np.ones((2, 10), bool))).empty  # every draw: no contrast
-    assert divergent_draw_ranks(az.from_dict(posterior={"tau": tau})).empty
+    assert divergent_draw_ranks(azc.from_dict({"posterior": {"tau": tau}})).empty

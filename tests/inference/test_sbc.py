@@ -12,8 +12,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numpyro.infer.util import log_likelihood  # noqa: E402
 
+from orlr_ppl.inference import arviz_compat as azc  # noqa: E402
 from orlr_ppl.inference import nuts  # noqa: E402
-from orlr_ppl.inference.inference_data import az, thinned_draws  # noqa: E402
+from orlr_ppl.inference.inference_data import thinned_draws  # noqa: E402
 from orlr_ppl.inference.sbc import (  # noqa: E402
     BROKEN_LIKELIHOOD_POWER,
     NUTSSettings,
@@ -147,7 +148,7 @@ def test_bulk_ess_is_arviz_per_scalar(n_chains):
     draws[:, 0] = noise[:, 0]
     for t in range(1, draws.shape[1]):  # AR(1) with rho 0.3, 0.6, 0.9 per parameter
         draws[:, t] = np.array([0.3, 0.6, 0.9]) * draws[:, t - 1] + noise[:, t]
-    expected = [float(az.ess(draws[..., p], method="bulk")) for p in range(3)]
+    expected = [float(azc.az.ess(draws[..., p], method="bulk")) for p in range(3)]
     ess = bulk_ess(draws)
     np.testing.assert_allclose(ess, expected, rtol=1e-12)
     assert ess[0] > ess[1] > ess[2]  # stronger autocorrelation, fewer effective draws

@@ -10,6 +10,7 @@ import numpy as np
 import numpyro
 import pytest
 from numpyro.infer import Predictive
+from numpyro.infer.util import log_density
 from scipy.stats import chisquare
 
 import orlr_ppl
@@ -100,7 +101,7 @@ def test_obs_gradient_flows_through_logits():
     obs = jnp.array([1, 1, 0])
 
     def log_joint(z):
-        return numpyro.infer.util.log_density(model, (z, obs), {}, {})[0]
+        return log_density(model, (z, obs), {}, {})[0]
 
     grad = jax.grad(log_joint)(z)
     post = orlr_ppl.instance_posteriors([np.asarray(z)], [[0, 1]])[0]
