@@ -11,6 +11,8 @@ from nbclient import NotebookClient
 
 from orlr_ppl.data.hja import HJA_FILES
 
+pytestmark = pytest.mark.arviz
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "01_map_vs_posterior.ipynb"
 NOVEL_CLASS_NOTEBOOK = NOTEBOOKS / "02_novel_class_birdsong.ipynb"

@@ -166,7 +166,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
     ``feature_scale_`` (d,) and ``feature_quantiles_`` (Q, d). The weights act
     on the mapped features (``coef_in_feature_units`` rewrites linear ones for
     raw features). EM/MAP: ``log_posterior_``, ``n_iter_``, ``converged_``,
-    for EM ``history_``. NUTS/SVI: ``posterior_`` (``arviz.InferenceData``),
+    for EM ``history_``. NUTS/SVI: ``posterior_`` (``xarray.DataTree``; 0.2x ``InferenceData``),
     ``coef_draws_`` (S, R, K), ``intercept_draws_`` (S, K), for SVI
     ``losses_``. From a ``MIMLData``: ``class_names_``, ``feature_names_``.
 
@@ -993,7 +993,7 @@ class PosteriorFit(NamedTuple):
     """A NUTS or SVI posterior.
 
     Attributes:
-        posterior: the draws, as ``arviz.InferenceData``.
+        posterior: the draws (``arviz_compat.Posterior``).
         losses: SVI: (num_steps,) the loss (negative ELBO) per step; NUTS: None.
     """
 

@@ -193,7 +193,7 @@ def rank_plots(
     part of the posterior than the others.
 
     Args:
-        idata: InferenceData with a ``posterior`` group (chain, draw, ...).
+        idata: the posterior (DataTree, or 0.2x InferenceData) with a ``posterior`` group (chain, draw, ...).
         var_names: variable(s) to show, e.g. ``"beta"`` or ``["beta", "W"]``.
         coords: selection by dimension, e.g. ``{"class": [0, 3], "feature": slice(0, 4)}``.
         max_panels: most panels drawn; further scalars are left out and the figure title says so.

@@ -11,7 +11,8 @@ Everything else goes through here:
   with dims, coords and per-group attributes; ``dict_to_dataset`` one group.
 * ``groups``, ``group``, ``add_groups``, ``map_groups``, ``copy``: the group structure.
 * ``summary``: mean, sd, R-hat, bulk and tail ESS, unrounded (``SUMMARY_COLUMNS``).
-* ``loo``, ``loo_estimate``, ``pareto_k``, ``bfmi``, ``ess_bulk``.
+* ``loo`` (with the approximate-posterior correction for SVI draws), ``loo_estimate``,
+  ``pareto_k``, ``bfmi``, ``ess_bulk``.
 * ``scalar_draws``: each scalar's (chain, draw) draws, labelled as ``summary``'s rows.
 * ``to_netcdf`` / ``from_netcdf``: ``posterior.nc``, one netCDF4 group per ArviZ group
   under both stacks, so a file written by either reads with the other (and with
@@ -168,9 +169,49 @@ def ess_bulk(dataset: xr.Dataset) -> xr.Dataset:
 def loo(idata, pointwise: bool = True):
     """PSIS-LOO of the ``log_likelihood`` group (``ELPDData``; 1.x's ``ELPDDataLOO``).
 
-    Both carry ``elpd_loo``, ``p_loo`` and, pointwise, ``pareto_k`` (a DataArray over ``bag``).
+    Both carry ``elpd_loo`` (1.x: ``elpd``), ``p_loo`` (``p``) and, pointwise, ``pareto_k``
+    (a DataArray over ``bag``). Draws from an approximation q (SVI: ``sample_stats`` holds
+    ``lp`` = log p(theta, Y) and ``log_q``) are first importance-weighted towards the
+    posterior, as 1.x's ``loo_approximate_posterior`` does (Magnusson et al. 2019):
+    log ratios ``-log p(Y_b | theta) + lp - log_q``, smoothed per bag by PSIS. Its k-hat
+    then also says whether q is close enough to the posterior for the weights to work.
     """
-    return az.loo(idata, pointwise=pointwise)
+    stats = group(idata, "sample_stats")
+    if stats is None or "log_q" not in stats or "lp" not in stats:
+        return az.loo(idata, pointwise=pointwise)
+    log_p, log_q = stats["lp"].astype(np.float64), stats["log_q"].astype(np.float64)
+    if ARVIZ_1:
+        return az.loo_approximate_posterior(idata, log_p=log_p, log_q=log_q, pointwise=pointwise)
+    return _loo_approximate_legacy(idata, log_p, log_q, pointwise)
+
+
+def _loo_approximate_legacy(idata, log_p: xr.DataArray, log_q: xr.DataArray, pointwise: bool):
+    """0.2x has no ``loo_approximate_posterior``: the same estimate, laid out as its ``az.loo``."""
+    from scipy.special import logsumexp
+
+    ll = group(idata, "log_likelihood")["Y"].astype(np.float64).stack(__sample__=("chain", "draw"))
+    correction = (log_p - log_q).stack(__sample__=("chain", "draw"))
+    log_ratios = -ll + (correction - correction.max())
+    log_weights, k = az.psislw(log_ratios - log_ratios.max("__sample__"), 1.0)
+    elpd_i = xr.apply_ufunc(
+        logsumexp, log_weights + ll, input_core_dims=[["__sample__"]], kwargs={"axis": -1}
+    )
+    n_samples, n_data = ll.sizes["__sample__"], int(elpd_i.size)
+    lppd = float(np.sum(logsumexp(ll.values, axis=-1) - np.log(n_samples)))
+    elpd = float(elpd_i.sum())
+    good_k = min(1 - 1 / np.log10(n_samples), 0.7)
+    values = {
+        "elpd_loo": elpd,
+        "se": float(np.sqrt(n_data * np.var(elpd_i.values))),
+        "p_loo": lppd - elpd,
+        "n_samples": n_samples,
+        "n_data_points": n_data,
+        "warning": bool(np.any(k.values > good_k)),
+    }
+    if pointwise:
+        values.update({"loo_i": elpd_i.rename("loo_i"), "pareto_k": k})
+    values.update({"scale": "log", "good_k": good_k})
+    return az.ELPDData(data=list(values.values()), index=list(values))
 
 
 def loo_estimate(idata) -> dict[str, float]:

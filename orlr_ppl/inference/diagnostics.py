@@ -111,7 +111,7 @@ def _loo_summary(idata: azc.Posterior) -> dict[str, Any]:
 
 
 def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
-    """Sampler statistics of a fit; any statistic the ``InferenceData`` lacks is None.
+    """Sampler statistics of a fit; any statistic the posterior lacks is None.
 
     Returns a dict with ``n_chains``, ``n_draws`` (per chain), ``n_draws_planned``
     (fewer than ``n_draws`` when unconverged chains went on); ``interrupted``
@@ -132,7 +132,7 @@ def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
     out: dict[str, Any] = {
         "n_chains": int(post.sizes["chain"]),
         "n_draws": int(post.sizes["draw"]),
-        "mcmc": stats is not None,
+        "mcmc": stats is not None and "diverging" in stats,  # SVI has lp and log_q only
     }
     diverging = _stat(stats, "diverging")
     out["n_divergent"] = None if diverging is None else int(np.sum(diverging))
@@ -269,7 +269,12 @@ def convergence_problems(
             f"PSIS-LOO Pareto k̂ above {PARETO_K_MAX} for {n_high} of {stats['n_bags']} bags "
             f"({100 * stats['loo_high_k_share']:.1f}%; worst: {worst}"
             f"{', …' if n_high > N_WORST else ''}): the LOO estimate is unreliable for them, "
-            "and each such bag pulls strongly on the posterior"
+            + (
+                "and each such bag pulls strongly on the posterior"
+                if mcmc
+                else "as the guide is too far from their leave-one-out posteriors for the draws' "
+                "importance weights to correct"
+            )
         )
     return problems
 
@@ -421,7 +426,11 @@ def failure_figures(diagnostics: Diagnostics) -> list[str]:
     if s.get("n_high_pareto_k"):
         out.append(
             f"Pareto k̂ above {PARETO_K_MAX} for {100 * s['loo_high_k_share']:.1f}% of bags "
-            "(influential bags, for which PSIS-LOO is unreliable)"
+            + (
+                "(influential bags, for which PSIS-LOO is unreliable)"
+                if s["mcmc"]
+                else "(the guide is too far from the posterior for PSIS-LOO's weights to correct)"
+            )
         )
     return out or diagnostics.problems[:1]  # a check with no figure (a sampler that never moved)
 

@@ -130,7 +130,7 @@ def inference_data(
     sample_stats_attrs: dict | None = None,
     log_likelihood: np.ndarray | None = None,
 ) -> azc.Posterior:
-    """Build InferenceData from (chain, draw, ...) arrays.
+    """Build the posterior object (``arviz_compat.Posterior``) from (chain, draw, ...) arrays.
 
     Args:
         data: the fitted bags (with their label sets).

@@ -10,7 +10,7 @@ The sampler is NumPyro's NUTS kernel (``numpyro.infer.hmc``: diagonal or dense
 mass-matrix and step-size adaptation, multinomial sampling, the same
 trajectories as ``NUTS``), driven by one module-level program per chain,
 ``_chain``: warmup in a ``fori_loop``, draws in a ``scan`` that also records
-each draw's per-bag log-likelihood for ``InferenceData``. Two reasons not to
+each draw's per-bag log-likelihood for the posterior object. Two reasons not to
 use ``numpyro.infer.MCMC``:
 
 - compile once: ``MCMC.run`` retraces and recompiles its loop on every call
@@ -424,8 +424,9 @@ def fit_nuts(
             time, until they pass or have this many draws. Continuing a chain
             is exact: the same transitions, only more of them.
     Returns:
-        ``arviz.InferenceData`` (see ``inference_data``); ``sample_stats``'
-        attributes record ``num_samples_planned`` and the draws actually run.
+        the posterior object (``xarray.DataTree``, or 0.2x ``InferenceData``; see
+        ``inference_data``); ``sample_stats``' attributes record ``num_samples_planned``
+        and the draws actually run.
 
     Ctrl-C in the sampling phase stops the chains and returns the draws so far
     (``sample_stats.attrs["interrupted"]`` is 1, and ``diagnostics`` reports

@@ -10,6 +10,7 @@ import numpyro
 from numpyro import handlers
 from numpyro.infer import SVI, Trace_ELBO, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
+from numpyro.infer.util import log_density
 
 from ..model.numpyro_model import ModelData, orlr_model
 from .arviz_compat import Posterior
@@ -18,7 +19,13 @@ from .methods import SVI as SVISettings
 
 
 class SVIResult(NamedTuple):
-    """An SVI fit: posterior draws as InferenceData and the ELBO loss trace."""
+    """An SVI fit: posterior draws (``arviz_compat.Posterior``) and the ELBO loss trace.
+
+    The posterior's ``sample_stats`` hold, per draw, ``lp`` (the model's log joint
+    density, log p(theta, Y | X) up to a constant) and ``log_q`` (the guide's log
+    density at the draw): what PSIS-LOO needs to correct for sampling from the guide
+    instead of the posterior (``arviz_compat.loo``).
+    """
 
     posterior: Posterior
     losses: np.ndarray
@@ -86,6 +93,33 @@ def fit_svi(
         subsample_size=subsample_size,
         progress_bar=progress_bar,
     )
-    draws = auto.sample_posterior(jax.random.PRNGKey(seed + 1), result.params, sample_shape=(num_draws,))
+    keys = jax.random.split(jax.random.PRNGKey(seed + 1), num_draws)
+    draws, log_q, log_p = _guide_draws(auto, result.params, data, model_kwargs, keys)
     chains = {k: np.asarray(v)[None] for k, v in with_derived(draws, data.n_outputs).items()}
-    return SVIResult(inference_data(data, chains, model_kwargs, seed=seed + 2), np.asarray(result.losses))
+    stats = {"lp": np.asarray(log_p)[None], "log_q": np.asarray(log_q)[None]}
+    return SVIResult(
+        inference_data(data, chains, model_kwargs, stats, seed=seed + 2), np.asarray(result.losses)
+    )
+
+
+def _guide_draws(auto, params: dict, data: ModelData, model_kwargs: dict, keys: jax.Array):
+    """Draws from the fitted guide with log q(theta_s) and the model's log joint log p(theta_s, Y).
+
+    Returns ``(draws, log_q, log_p)``: the latent sites' values, each (S, ...), and two (S,)
+    arrays. Each draw is one run of the guide, whose trace holds its own log density (for the
+    low-rank guide, the auxiliary flat latent and the Jacobian of its unpacking); ``log_p`` is
+    ``orlr_model``'s joint density at the draw, all bags.
+    """
+
+    def one(key):
+        log_q, trace = log_density(handlers.seed(auto, key), (data,), model_kwargs, params)
+        draw = {
+            name: site["value"]
+            for name, site in trace.items()
+            if site["type"] == "sample" and not site["infer"].get("is_auxiliary")
+        }
+        log_p, _ = log_density(orlr_model, (data,), model_kwargs, draw)
+        return draw, log_q, log_p
+
+    # Compiled here, with the data as constants: one compile per fit, as ``SVI.run``'s own.
+    return jax.jit(jax.vmap(one))(keys)

@@ -1,6 +1,6 @@
 """``orlr_model``'s log density as module-level functions of (parameters, data arrays).
 
-MAP, EM, the NUTS driver and the per-bag log-likelihoods of ``InferenceData``
+MAP, EM, the NUTS driver and the per-bag log-likelihoods of the posterior object
 all evaluate the one NumPyro model through these functions: EM's E-step and
 M-step objective read the model's own trace (its priors and its
 ``BagLabelSet`` sites), so "one model serves every method" holds by

@@ -18,6 +18,8 @@ from orlr_ppl.cli.compare import compared_models
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.data.io import read_bag_npz
 
+pytestmark = pytest.mark.arviz
+
 _SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 

@@ -28,6 +28,8 @@ from orlr_ppl.inference.diagnostics import (
 )
 from orlr_ppl.inference.inference_data import summary, thinned_draws
 
+pytestmark = pytest.mark.arviz
+
 
 def _clusters(n_bags=30, seed=0):
     """3 well-separated classes in 2-D; bags of 1-4 instances."""

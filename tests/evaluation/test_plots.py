@@ -21,6 +21,8 @@ from orlr_ppl.evaluation.plots import (  # noqa: E402
 )
 from orlr_ppl.inference import arviz_compat as azc  # noqa: E402
 
+pytestmark = pytest.mark.arviz
+
 
 @pytest.fixture(autouse=True)
 def _close_figures():

@@ -8,6 +8,8 @@ import pytest
 from orlr_ppl.inference import arviz_compat as azc
 from orlr_ppl.inference.diagnostics import DIVERGENT_Z, chain_means, diagnose, divergent_draw_ranks
 
+pytestmark = pytest.mark.arviz
+
 
 def _idata(tau: np.ndarray, diverging: np.ndarray, seed: int = 0) -> azc.Posterior:
     """A (chain, draw) posterior: ``tau``, a constant ``beta`` and noise ``W`` (3, 2) beside it."""

@@ -194,6 +194,7 @@ def test_a_chain_continued_is_the_chain_run_longer():
     np.testing.assert_array_equal(np.concatenate([p.num_steps for p in parts], axis=1), once.num_steps)
 
 
+@pytest.mark.arviz
 def test_unconverged_chains_go_on_until_max_num_samples(monkeypatch):
     data = _toy(n_bags=8)
     kwargs = {"num_warmup": 10, "num_samples": 8, "num_chains": 2, "chain_method": "sequential"}
@@ -206,6 +207,7 @@ def test_unconverged_chains_go_on_until_max_num_samples(monkeypatch):
     assert fit_nuts(data, max_num_samples=12, **kwargs).posterior.sizes["draw"] == 8
 
 
+@pytest.mark.arviz
 def test_mixing_converged_checks_rhat_and_both_ess():
     rng = np.random.default_rng(0)
     good = {"W": rng.normal(size=(4, 1000, 2, 3)), "beta": rng.normal(size=(4, 1000, 3))}
@@ -265,6 +267,7 @@ def _interrupt_after(monkeypatch, iterations: int) -> None:
     monkeypatch.setattr(Chains, "_call", interrupted)
 
 
+@pytest.mark.arviz
 def test_ctrl_c_while_sampling_keeps_the_draws_done(monkeypatch):
     from orlr_ppl.inference.diagnostics import diagnose, warning_message
 

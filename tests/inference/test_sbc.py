@@ -38,6 +38,8 @@ from orlr_ppl.inference.sbc_stats import (  # noqa: E402
 from orlr_ppl.model.log_density import potential, potential_and_grad, potential_and_grad_on_host  # noqa: E402
 from orlr_ppl.model.numpyro_model import make_model_data, orlr_model, split_model_data  # noqa: E402
 
+pytestmark = pytest.mark.arviz
+
 # Reduced SBC: 80 replications of 40 bags, 3 classes, 2 features; one chain of 200 warmup + 200 draws
 # thinned to L = 19 (20 possible ranks, 5 bins of 4). Each run compiles the package's NUTS driver once for
 # all its replications (the broken run's powered likelihood is a second program).

@@ -146,6 +146,7 @@ def test_em_and_map_reach_the_same_relaxed_optimum(semi):
     assert em.W.shape == (3, NAMED + 1)
 
 
+@pytest.mark.arviz
 def test_nuts_samples_the_leak_and_the_novel_class():
     """NUTS runs the same relaxed model: the posterior holds ``leak`` in (0, 1) beside ``W`` with a
     novel column, near the MAP, with the usual ArviZ groups (SVI: the next test)."""
@@ -162,6 +163,7 @@ def test_nuts_samples_the_leak_and_the_novel_class():
     assert abs(float(np.median(leak)) - mp.leak) < 3 * float(np.std(leak)) + 0.02
 
 
+@pytest.mark.arviz
 def test_posterior_of_a_named_novel_class_model_names_its_extra_class():
     """SVI on the relaxed model, from a ``MIMLData`` with class names: ``leak`` in (0, 1) beside a
     novel column, whose ``class`` coordinate is the names and "novel" for ``W``/``beta``, and the
@@ -182,6 +184,7 @@ def test_posterior_of_a_named_novel_class_model_names_its_extra_class():
     assert list(idata.posterior_predictive["Y"].coords["class"].values) == names
 
 
+@pytest.mark.arviz
 def test_orlr_estimator_with_novel_class_leak_and_known_labels(tmp_path):
     """``ORLR(novel_class=True, leak="learn")``: C + 1 probability columns, bags the plain union
     rejects, a semi-supervised fit, transductive posteriors equal to the model's own E-step
