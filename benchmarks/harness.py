@@ -346,9 +346,12 @@ def environments_note(envs: list[dict | None], folds: list[int]) -> str | None:
 
 
 def shown(value: Any) -> str:
-    """A row's value as printed: numbers to 4 significant digits, names as they are, None as "-"."""
+    """A row's value as printed: numbers to 4 significant digits, names as they are, None as "-"; lists
+    and dicts of them item by item."""
     if value is None:
         return "-"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(shown(v) for v in value) + "]"
     return value if isinstance(value, str) else f"{value:.4g}"

@@ -1,9 +1,10 @@
-"""Reading and writing the field's files: MIML ARFF with Mulan XML, bag CSV, npz.
+"""Reading and writing the field's files: MIML ARFF with Mulan XML, bag CSV, npz; hand-given instance labels.
 
 The public names of ``orlr_ppl.data.io``, as a module of its own.
 """
 
 from .data.io import (  # noqa: F401
+    read_annotations,
     read_bag_csv,
     read_bag_npz,
     read_class_names,
@@ -12,6 +13,7 @@ from .data.io import (  # noqa: F401
 )
 
 __all__ = [
+    "read_annotations",
     "read_bag_csv",
     "read_bag_npz",
     "read_class_names",

@@ -1,4 +1,4 @@
-"""The subcommands: ``demo``, ``fit``, ``predict``, ``evaluate --model`` and ``info``.
+"""The subcommands: ``demo``, ``fit``, ``predict``, ``query``, ``evaluate --model`` and ``info``.
 
 Each takes the parsed arguments and returns the exit code; a ``ValueError``
 from anywhere below becomes one line and exit code 2 (``main``). Heavy
@@ -321,9 +321,12 @@ def fit(args: argparse.Namespace) -> int:
     default = "mimm" if args.method == "mimm" else f"orlr-{args.method}"
     folder = Path("models") / default if args.out is None else Path(args.out)
     _refuse_overwrite([folder], args.force)
-    model = fit_quietly(model, data)
+    given = _instance_labels(args, data)
+    model = fit_quietly(model, data) if given is None else fit_quietly(model, data, None, given)
     folder = model.save(folder, overwrite=args.force)
     print(f"fitted {name} on {data.n_bags} bags ({data.n_instances} instances); saved to {folder}")
+    if given is not None:
+        print(f"with {sum(int((g >= 0).sum()) for g in given)} instance labels from {args.instance_labels}")
     if getattr(model, "pruned_bags_", None):
         pruned = model.pruned_bags_
         where = "positions among the bags fitted"
@@ -333,6 +336,41 @@ def fit(args: argparse.Namespace) -> int:
     # A fit that ran but did not converge still succeeds (exit 0): its problems are a warning.
     warn_unconverged(diagnostics)
     return 0
+
+
+def _instance_labels(args: argparse.Namespace, data: MIMLData) -> list | None:
+    """``--instance-labels FILE`` read against ``data``'s bags and classes (``read_annotations``), or None."""
+    if getattr(args, "instance_labels", None) is None:
+        return None
+    if args.method == "mimm":
+        raise ValueError("--instance-labels: ORLR takes hand-given instance labels; --method mimm does not")
+    if getattr(args, "prune", 0.0) > 0:
+        raise ValueError("--instance-labels with --prune: pruning leaves bags out; give one or the other")
+    return read_instance_labels(args.instance_labels, data)
+
+
+def read_instance_labels(paths: Sequence[str], data: MIMLData) -> list:
+    """The labels of one or more annotation files (``read_annotations``), merged; two files that label
+    one instance differently are an error naming both."""
+    import numpy as np
+
+    from ..data.io import read_annotations
+
+    merged: list = []
+    for k, path in enumerate(paths):
+        labels = read_annotations(path, data)
+        for b, (before, now) in enumerate(zip(merged, labels)):
+            clash = np.flatnonzero((before >= 0) & (now >= 0) & (before != now))
+            if clash.size:
+                i = int(clash[0])
+                names = data.class_names
+                raise ValueError(
+                    f"bag {data.bag_ids[b]}, instance {i} is labelled {names[before[i]]!r} in "
+                    f"{', '.join(paths[:k])} and {names[now[i]]!r} in {path}: keep one"
+                )
+            labels[b] = np.where(now >= 0, now, before)
+        merged = labels
+    return merged
 
 
 _ORLR_ONLY = {
@@ -434,6 +472,30 @@ def predict(args: argparse.Namespace) -> int:
         print(f"wrote {n_rows} instance predictions of {data.n_bags} bags to {args.out}")
     else:
         sys.stdout.write(buffer.getvalue())
+    return 0
+
+
+def query(args: argparse.Namespace) -> int:
+    """The instances a person should label next (``ORLR.query``), as a CSV with an empty ``label`` column
+    to fill in and give back to ``fit --instance-labels``."""
+    model = _load_model(args.model)
+    if not hasattr(model, "query"):
+        raise ValueError(f"{args.model} holds a {type(model).__name__}: query needs an ORLR model")
+    data = load_dataset(args)
+    if data.label_sets is None:
+        raise ValueError("query scores instances given their bags' labels, and these data have none")
+    data = _explainable(data, model, args)
+    _class_names(model, data)
+    strategy = args.strategy or ("bald" if hasattr(model, "posterior_") else "entropy")
+    given = None if args.instance_labels is None else read_instance_labels(args.instance_labels, data)
+    table = model.query(data, args.n, strategy, instance_labels=given)
+    table["label"] = ""
+    text = table.to_csv(index=False, float_format="%.6g", lineterminator="\n")
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {len(table)} instances to label ({strategy}) to {args.out}: fill in its label column")
+    else:
+        sys.stdout.write(text)
     return 0
 
 

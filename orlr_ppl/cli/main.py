@@ -273,6 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_relaxation_args(fit)
     _add_row_args(fit)
+    fit.add_argument(
+        "--instance-labels",
+        metavar="FILE",
+        nargs="+",
+        help="instance labels given by hand, one or more CSV files with bag_id, instance, label columns "
+        "(the files `orlr-ppl query` writes, their label column filled in; empty or -1: not labelled)",
+    )
     fit.add_argument("--out", default=None, help="model folder (default: models/orlr-<method>, models/mimm)")
     fit.add_argument("--force", action="store_true", help="overwrite a model already saved in --out")
     fit.set_defaults(func=commands.fit)
@@ -290,6 +297,31 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("--transductive", action="store_true", help="condition on the bags' label sets")
     pred.add_argument("--out", help="CSV file (default: stdout)")
     pred.set_defaults(func=commands.predict)
+
+    qry = _parser(
+        sub,
+        "query",
+        help="the instances to label next, from a saved ORLR model (CSV)",
+        description="One CSV row per instance to label, best first: bag id, instance, score, the "
+        "likeliest classes now with their probabilities, and an empty label column. Fill in the labels "
+        "and refit with `fit --instance-labels FILE`; query again with the same file to skip them.",
+    )
+    qry.add_argument("--model", required=True, help="saved ORLR model folder")
+    _add_data_args(qry, n_bags=300, split="train")
+    qry.add_argument("-n", type=int, default=20, help="instances to ask for (one per bag first)")
+    qry.add_argument(
+        "--strategy",
+        choices=["bald", "entropy", "margin", "random"],
+        default=None,
+        help="bald: mutual information with the weights (NUTS/SVI models); entropy, margin: of each "
+        "instance's posterior given its bag's labels; random (default: bald for a NUTS or SVI model, "
+        "entropy otherwise)",
+    )
+    qry.add_argument(
+        "--instance-labels", metavar="FILE", nargs="+", help="labels given so far (as fit's): not asked again"
+    )
+    qry.add_argument("--out", help="CSV file (default: stdout)")
+    qry.set_defaults(func=commands.query)
 
     ev = _parser(
         sub,

@@ -25,14 +25,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 from scipy.special import softmax
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..data.collinearity import CollinearityWarning, describe_dependencies, linear_dependencies
+from ..data.container import MIMLData
 from ..dp.packing import Layout, PackedBags, canonical_size, dp_work
-from ..dp.ragged import draw_posteriors_on_host, pack_canonical
-from ..dp.validation import DEFAULT_MAX_LABELS
+from ..dp.ragged import draw_posteriors_on_host, instance_posteriors, pack_canonical
+from ..dp.validation import DEFAULT_MAX_LABELS, check_known_labels
 from ..evaluation.metrics import CREDIBLE_MASS, check_credible_mass, equal_tailed_interval
 from ..features import RBFDictionary, make_feature_map, median_gamma
 from ..features.maps import HEAVY_TAIL_Z, extreme_z, is_quantile_map, to_feature_units
@@ -44,6 +46,7 @@ from . import (  # its grids read at fit time, so one assignment changes both es
     model_selection,
     persistence,
 )
+from .annotation import Strategy, check_query, query_table, with_known_labels
 from .base import Bags, _BagClassifier
 from .inputs import split_by_bag
 from .kernel_features import _KernelFeatures
@@ -657,13 +660,107 @@ class ORLR(_KernelFeatures, _BagClassifier):
             out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
         return out
 
+    def query(
+        self,
+        bags: Bags,
+        n: int = 10,
+        strategy: Strategy = "bald",
+        label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None,
+        instance_labels: Sequence[Iterable[int]] | None = None,
+    ) -> pd.DataFrame:
+        """The ``n`` unlabelled instances a person should label next, best first.
+
+        Each instance is scored from its DP posterior given its bag's label set and the
+        labels given so far (``annotation``'s module docstring has the formulas):
+        ``"bald"``, the mutual information between its label and the weights (needs a
+        posterior: ``inference="nuts"`` or ``"svi"``); ``"entropy"``; ``"margin"``; or
+        ``"random"`` (seeded by ``random_state``). The batch takes one instance per bag
+        before any bag gives a second, since labelling one instance moves its bag-mates'
+        posteriors.
+
+        Args:
+            bags: the bags, or a ``MIMLData`` (which brings its label sets).
+            n: instances to return (fewer if fewer are unlabelled).
+            strategy: "bald", "entropy", "margin" or "random".
+            label_sets: per bag, its labels (as ``fit`` takes them); None with a
+                ``MIMLData`` uses its own; without any, the scores are inductive.
+            instance_labels: per bag, (n_b,) labels given so far as class indices, -1
+                where unknown (as ``fit`` takes them): those instances are not queried,
+                and their bag-mates' posteriors are conditioned on them.
+        Returns:
+            A DataFrame, one row per instance in query order: ``bag_id`` (the
+            ``MIMLData``'s bag ids, else bag positions), ``instance`` (index in the bag),
+            ``score``, and ``class_1``, ``p_1``, ... the likeliest classes now, with their
+            probabilities.
+        """
+        check_query(n, strategy)
+        if strategy == "bald" and not hasattr(self, "coef_draws_"):
+            raise ValueError(
+                f"strategy='bald' needs a posterior, and this is an inference={self._method().name!r} "
+                "fit (one point estimate: its mutual information is zero): refit with inference='nuts' "
+                "or 'svi', or query with strategy='entropy'"
+            )
+        if label_sets is None and isinstance(bags, MIMLData):
+            label_sets = bags.label_sets
+        feats = self._check_bags(bags)
+        sets = None if label_sets is None else self._check_sets(feats, label_sets)
+        known = None
+        if instance_labels is not None:
+            allowed = sets if sets is not None else [np.arange(self.n_classes_)] * len(feats)
+            novel = self.n_classes_ if self.novel_class else None
+            known = check_known_labels(instance_labels, [len(x) for x in feats], allowed, novel)
+        per_draw = self._draw_proba(feats) if sets is None else self._posteriors_per_draw(feats, sets)
+        if sets is not None and known is not None and any((k >= 0).any() for k in known):
+            per_draw = self._conditioned_on_known(feats, sets, known, per_draw)
+        names = list(getattr(self, "class_names_", None) or [str(c) for c in range(self.n_classes_)])
+        if self.novel_class:
+            names.append(NOVEL_CLASS_NAME)
+        bag_ids = list(bags.bag_ids) if isinstance(bags, MIMLData) else list(range(len(feats)))
+        rng = np.random.default_rng(self.random_state)
+        return query_table(per_draw, known, n, strategy, rng, bag_ids, names)
+
+    def _posteriors_per_draw(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> list[np.ndarray]:
+        """B arrays (S, n_b, C) of ``p(y | Y_b, X_b, theta_s)`` per kept draw (S = 1 for a point fit)."""
+        return split_by_bag(np.stack(list(self._draw_posteriors(feats, sets))), feats, axis=1)
+
+    def _conditioned_on_known(
+        self,
+        feats: list[np.ndarray],
+        sets: list[np.ndarray],
+        known: list[np.ndarray],
+        per_draw: list[np.ndarray],
+    ) -> list[np.ndarray]:
+        """``per_draw`` with each bag that has known labels redone as ``p(y | Y_b, y_known, X_b, theta_s)``.
+
+        A known label is a point mass in its instance's logits (``annotation.with_known_labels``),
+        which the exact DP then conditions every bag-mate on. All draws of all such bags go
+        through one call of the DP.
+        """
+        if self._relaxed():
+            raise ValueError(
+                "query with instance labels is not available for a novel_class or leak model yet: "
+                "query without instance_labels"
+            )
+        w, b = self._draws()
+        redo = [k for k, labels in enumerate(known) if (labels >= 0).any()]
+        logits = [
+            with_known_labels(np.einsum("nd,sdc->snc", feats[k], w) + b[:, None, :], known[k]) for k in redo
+        ]
+        flat = [draw for bag in logits for draw in bag]  # bag-major: S draws of each bag in turn
+        posteriors = instance_posteriors(
+            flat, [sets[k] for k in redo for _ in range(len(w))], self.max_labels
+        )
+        out = list(per_draw)
+        for j, k in enumerate(redo):
+            out[k] = np.stack(posteriors[j * len(w) : (j + 1) * len(w)])
+        return out
+
     def _per_draw(self, bags: Bags, label_sets: Any) -> list[np.ndarray]:
         """B arrays (S, n_b, C): each kept draw's class probabilities, given the label sets if any."""
         feats = self._check_bags(bags)
         if label_sets is None:
             return list(self._draw_proba(feats))
-        stacked = np.stack(list(self._draw_posteriors(feats, self._check_sets(feats, label_sets))))
-        return split_by_bag(stacked, feats, axis=1)
+        return self._posteriors_per_draw(feats, self._check_sets(feats, label_sets))
 
     def _warn_if_point(self, name: str, consequence: str) -> None:
         """Say that a point fit's weights carry no uncertainty, rather than return it silently."""
@@ -1044,6 +1141,7 @@ def fit_posterior(
         return PosteriorFit(idata, None)
     if method.progress_bar:  # NumPyro's bar appears only once the first step has compiled
         _say("SVI: compiling the ELBO and its gradient…")
+    start = nuts_start(data, prior_scale, intercept_scale, fit_intercept) if method.init == "map" else None
     res = fit_svi(
         data,
         guide=method.guide,  # type: ignore[arg-type]
@@ -1051,6 +1149,7 @@ def fit_posterior(
         learning_rate=method.learning_rate,
         subsample_size=method.subsample_size,
         num_draws=method.num_draws,
+        init_values=start,
         **common,
     )
     return PosteriorFit(res.posterior, res.losses)

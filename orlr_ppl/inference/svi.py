@@ -7,14 +7,17 @@ from typing import Literal, NamedTuple
 import jax
 import numpy as np
 import numpyro
+import numpyro.distributions as dist
 from numpyro import handlers
+from numpyro.distributions import constraints
 from numpyro.infer import SVI, Trace_ELBO, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
-from numpyro.infer.util import log_density
 
+from ..model.log_density import draws_potential, prior_scales
+from ..model.model_data import split_model_data
 from ..model.numpyro_model import ModelData, orlr_model
 from .arviz_compat import Posterior
-from .inference_data import inference_data, with_derived, zeros_init
+from .inference_data import RAW_SITES, inference_data, with_derived, zeros_init
 from .methods import SVI as SVISettings
 
 
@@ -65,19 +68,24 @@ def fit_svi(
     num_draws: int = SVISettings.num_draws,
     seed: int = 0,
     progress_bar: bool = False,
+    init_values: dict[str, np.ndarray] | None = None,
 ) -> SVIResult:
     """Variational posterior with an AutoNormal or AutoLowRankMultivariateNormal guide.
 
     ``subsample_size`` trains on minibatches of bags (stratified by label-set
     size, see ``orlr_model``). ``num_draws`` draws from the fitted guide are
-    returned as one chain.
+    returned as one chain. ``init_values`` (raw sites, e.g. ``W_raw``) start the guide's
+    means there (the estimator's ``SVI(init="map")`` passes the MAP); None: zero weights.
     """
     model_kwargs = {
         "prior_scale": prior_scale,
         "intercept_scale": intercept_scale,
         "fit_intercept": fit_intercept,
     }
-    init = init_to_value(values=zeros_init(data, fit_intercept))
+    start = zeros_init(data, fit_intercept)
+    if init_values is not None:
+        start.update({k: jax.numpy.asarray(v, start[k].dtype) for k, v in init_values.items() if k in start})
+    init = init_to_value(values=start)
     if guide == "normal":
         auto = AutoNormal(_latent_sites, init_loc_fn=init, init_scale=0.01)
     elif guide == "lowrank":
@@ -93,33 +101,54 @@ def fit_svi(
         subsample_size=subsample_size,
         progress_bar=progress_bar,
     )
-    keys = jax.random.split(jax.random.PRNGKey(seed + 1), num_draws)
-    draws, log_q, log_p = _guide_draws(auto, result.params, data, model_kwargs, keys)
+    draws, log_q = guide_draws(auto, result.params, jax.random.PRNGKey(seed + 1), num_draws)
+    arrays, shape = split_model_data(data)
+    scales = prior_scales(prior_scale, intercept_scale)
+    raw = {k: v for k, v in draws.items() if k in RAW_SITES}
+    log_p = -np.asarray(draws_potential(raw, arrays, scales, shape, fit_intercept))
     chains = {k: np.asarray(v)[None] for k, v in with_derived(draws, data.n_outputs).items()}
-    stats = {"lp": np.asarray(log_p)[None], "log_q": np.asarray(log_q)[None]}
+    stats = {"lp": log_p[None], "log_q": np.asarray(log_q)[None]}
     return SVIResult(
         inference_data(data, chains, model_kwargs, stats, seed=seed + 2), np.asarray(result.losses)
     )
 
 
-def _guide_draws(auto, params: dict, data: ModelData, model_kwargs: dict, keys: jax.Array):
-    """Draws from the fitted guide with log q(theta_s) and the model's log joint log p(theta_s, Y).
+def _base(support: constraints.Constraint) -> constraints.Constraint:
+    """The constraint of one element: ``real`` for ``independent(real, k)``."""
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support
 
-    Returns ``(draws, log_q, log_p)``: the latent sites' values, each (S, ...), and two (S,)
-    arrays. Each draw is one run of the guide, whose trace holds its own log density (for the
-    low-rank guide, the auxiliary flat latent and the Jacobian of its unpacking); ``log_p`` is
-    ``orlr_model``'s joint density at the draw, all bags.
+
+def guide_draws(
+    auto: AutoNormal | AutoLowRankMultivariateNormal, params: dict, key: jax.Array, num_draws: int
+) -> tuple[dict[str, jax.Array], jax.Array]:
+    """``num_draws`` draws from a fitted guide, each site (S, ...), and log q at each, (S,).
+
+    Every latent site of ``orlr_model`` has real support, so the guide's density over the
+    sites is its density over its unconstrained latent, with no Jacobian: the product of
+    Normals of ``AutoNormal``, or ``AutoLowRankMultivariateNormal``'s joint Normal of the
+    flat latent. Computed from the guide's parameters, with no program to compile.
     """
-
-    def one(key):
-        log_q, trace = log_density(handlers.seed(auto, key), (data,), model_kwargs, params)
-        draw = {
-            name: site["value"]
-            for name, site in trace.items()
-            if site["type"] == "sample" and not site["infer"].get("is_auxiliary")
-        }
-        log_p, _ = log_density(orlr_model, (data,), model_kwargs, draw)
-        return draw, log_q, log_p
-
-    # Compiled here, with the data as constants: one compile per fit, as ``SVI.run``'s own.
-    return jax.jit(jax.vmap(one))(keys)
+    unbounded = {
+        name: site["fn"].support
+        for name, site in auto.prototype_trace.items()
+        if site["type"] == "sample" and not site["is_observed"]
+    }
+    bounded = [name for name, support in unbounded.items() if _base(support) is not constraints.real]
+    if bounded:
+        raise ValueError(f"the guide's log density needs a Jacobian for the bounded sites {bounded}")
+    if isinstance(auto, AutoNormal):
+        draws = auto.sample_posterior(key, params, sample_shape=(num_draws,))
+        log_q = sum(
+            dist.Normal(params[f"{name}_auto_loc"], params[f"{name}_auto_scale"])
+            .log_prob(draws[name])
+            .reshape(num_draws, -1)
+            .sum(1)
+            for name in unbounded
+        )
+        return {name: draws[name] for name in unbounded}, log_q
+    posterior = auto.get_posterior(params)
+    latent = posterior.sample(key, (num_draws,))
+    draws = jax.vmap(lambda z: auto._unpack_and_constrain(z, params))(latent)
+    return {name: draws[name] for name in unbounded}, posterior.log_prob(latent)

@@ -17,6 +17,7 @@ prior); None changes the model, hence the compiled program, a value does not.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -79,6 +80,18 @@ def potential(
 
 potential_and_grad = jax.jit(jax.value_and_grad(potential), static_argnums=(3, 4))
 """``(potential, its gradient)``; one compilation per shape family, ``fit_intercept`` and None scale."""
+
+
+@partial(jax.jit, static_argnums=(3, 4))
+def draws_potential(
+    draws: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
+) -> Array:
+    """(S,) ``potential`` at each of S draws (each site (S, ...)), 16 draws at a time.
+
+    For weighting draws of an approximate posterior (SVI's) towards the posterior;
+    compiled once per shape family, so refits of one dataset reuse it.
+    """
+    return jax.lax.map(lambda p: potential(p, arrays, scales, shape, fit_intercept), draws, batch_size=16)
 
 
 def bucket_log_likelihoods(

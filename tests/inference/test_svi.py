@@ -7,11 +7,11 @@ import numpy as np
 import numpyro
 import pytest
 from numpyro.infer import SVI, Trace_ELBO
-from numpyro.infer.autoguide import AutoNormal
+from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 from numpyro.infer.util import log_density
-from scipy.stats import norm
+from scipy.stats import multivariate_normal, norm
 
-from orlr_ppl.inference.svi import _guide_draws, _latent_sites, fit_svi
+from orlr_ppl.inference.svi import _latent_sites, fit_svi, guide_draws
 from orlr_ppl.model.model_data import make_model_data
 from orlr_ppl.model.numpyro_model import orlr_model
 
@@ -26,32 +26,44 @@ def _data(seed: int = 0):
     return make_model_data(bags, sets, n_classes=3)
 
 
-def test_guide_draws_carry_the_guides_and_the_models_log_density():
+@pytest.mark.parametrize("kind", ["normal", "lowrank"])
+def test_guide_draws_carry_the_guides_log_density(kind):
     data = _data()
     kwargs = {"prior_scale": 1.0, "intercept_scale": 10.0, "fit_intercept": True}
-    auto = AutoNormal(_latent_sites, init_scale=0.3)
+    guide = AutoNormal if kind == "normal" else AutoLowRankMultivariateNormal
+    auto = guide(_latent_sites, init_scale=0.3)
     svi = SVI(orlr_model, auto, numpyro.optim.Adam(0.05), Trace_ELBO())
     params = svi.run(jax.random.PRNGKey(0), 50, data, **kwargs, progress_bar=False).params
-    draws, log_q, log_p = _guide_draws(auto, params, data, kwargs, jax.random.split(jax.random.PRNGKey(1), 5))
+    draws, log_q = guide_draws(auto, params, jax.random.PRNGKey(1), 5)
     assert set(draws) == {"W_raw", "beta_raw"} and draws["W_raw"].shape == (5, 3, 2)
-    # AutoNormal is a product of independent Normals over the raw weights: log q by hand.
-    expected_q = sum(
-        norm.logpdf(np.asarray(draws[site]), params[f"{site}_auto_loc"], params[f"{site}_auto_scale"])
-        .reshape(5, -1)
-        .sum(1)
-        for site in draws
-    )
-    np.testing.assert_allclose(log_q, expected_q, rtol=1e-5)
-    for s in range(5):
-        joint, _ = log_density(orlr_model, (data,), kwargs, {k: v[s] for k, v in draws.items()})
-        np.testing.assert_allclose(log_p[s], joint, rtol=1e-5)
+    if kind == "normal":  # a product of independent Normals over the raw weights
+        expected = sum(
+            norm.logpdf(np.asarray(draws[site]), params[f"{site}_auto_loc"], params[f"{site}_auto_scale"])
+            .reshape(5, -1)
+            .sum(1)
+            for site in draws
+        )
+    else:  # one Normal over the flat latent (W_raw, then beta_raw), low-rank plus diagonal covariance
+        flat = np.concatenate([np.asarray(draws[s]).reshape(5, -1) for s in ("W_raw", "beta_raw")], axis=1)
+        scale = np.asarray(params["auto_scale"])
+        factor = np.asarray(params["auto_cov_factor"]) * scale[:, None]  # NumPyro's parametrisation
+        cov = factor @ factor.T + np.diag(scale**2)
+        expected = multivariate_normal(np.asarray(params["auto_loc"]), cov).logpdf(flat)
+    np.testing.assert_allclose(log_q, expected, rtol=1e-4)
 
 
 def test_svi_posterior_keeps_lp_and_log_q_per_draw():
-    fit = fit_svi(_data(1), num_steps=100, num_draws=30, guide="lowrank")
+    data = _data(1)
+    fit = fit_svi(data, num_steps=100, num_draws=30, guide="lowrank")
     stats = fit.posterior.sample_stats
     assert set(stats.data_vars) == {"lp", "log_q"}
     assert stats["lp"].shape == stats["log_q"].shape == (1, 30)
+    kwargs = {"prior_scale": 1.0, "intercept_scale": 10.0, "fit_intercept": True}
+    posterior = fit.posterior.posterior
+    for s in (0, 29):  # lp is the model's own log joint density at the draw
+        draw = {k: np.asarray(posterior[k][0, s]) for k in ("W_raw", "beta_raw")}
+        joint, _ = log_density(orlr_model, (data,), kwargs, draw)
+        np.testing.assert_allclose(stats["lp"][0, s], joint, rtol=1e-5)
     # The log joint is the prior plus every bag's likelihood, so it lies below their sum alone.
     assert np.all(stats["lp"].values < fit.posterior.log_likelihood["Y"].sum("bag").values)
     assert np.isfinite(stats["log_q"]).all()
