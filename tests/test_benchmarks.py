@@ -226,3 +226,11 @@ def test_every_script_imports_and_answers_help(name: str, monkeypatch, capsys) -
         module.main()
     assert stop.value.code == 0
     assert "usage:" in capsys.readouterr().out
+
+
+def test_the_papers_delta_uses_the_mean_squared_distance_over_pairs():
+    from reproduction.kernel_orlr import mean_squared_distance
+
+    x = np.random.default_rng(0).normal(size=(7, 3))
+    pairs = [np.sum((x[i] - x[j]) ** 2) for i in range(7) for j in range(7) if i != j]
+    assert mean_squared_distance(x) == pytest.approx(np.mean(pairs))

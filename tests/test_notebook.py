@@ -16,6 +16,7 @@ pytestmark = pytest.mark.arviz
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "01_map_vs_posterior.ipynb"
 NOVEL_CLASS_NOTEBOOK = NOTEBOOKS / "02_novel_class_birdsong.ipynb"
+ANNOTATION_NOTEBOOK = NOTEBOOKS / "03_which_syllables_to_label.ipynb"
 # The published HJA files are not in the repository: read from ../shared/data/hja, as in test_hja.
 HJA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hja"
 
@@ -71,3 +72,28 @@ def test_novel_class_notebook_executes(monkeypatch, tmp_path):
     # The reduced run is far too short to converge, and the notebook must say so.
     assert "WARNING: the NUTS chains did NOT converge" in text
     assert sum(o.get("output_type") == "display_data" for o in outputs) >= 3
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_annotation_notebook_executes(monkeypatch, tmp_path):
+    if not all((HJA / name).is_file() for name in HJA_FILES.values()):
+        pytest.skip(f"the published HJA birdsong files are not in {HJA}")
+    monkeypatch.setenv("ORLR_NB_SMALL", "1")
+    monkeypatch.setenv("ORLR_HJA_PATH", str(HJA))
+    nb = nbformat.read(ANNOTATION_NOTEBOOK, as_version=4)
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    outputs = _outputs(nb)
+    text = "".join(o.get("text", "") for o in outputs)
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    for part in (
+        "training: 120 recordings",  # 1. the reduced fit
+        "accuracy: held-out",
+        "p before",  # 3. one recording, before and after
+        "gap to the ceiling closed",  # 4. the saved simulation's curves
+    ):
+        assert part in text, part
+    tables = [o for o in outputs if "text/html" in o.get("data", {})]
+    assert tables and "bag_id" in tables[0]["data"]["text/html"]  # 2. the query's table
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2

@@ -22,6 +22,7 @@ Everything else goes through here:
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -50,7 +51,16 @@ else:
     Posterior = az.InferenceData
 
 LOGGERS = ("arviz", "arviz_base", "arviz_stats", "arviz_plots") if ARVIZ_1 else ("arviz",)
-"""The loggers ArviZ reports on (``diagnostics.quiet_arviz`` silences them)."""
+"""The names of the loggers ArviZ reports on."""
+
+
+def loggers() -> list[logging.Logger]:
+    """The loggers ArviZ reports on (``diagnostics.quiet_arviz`` silences them). 0.2x logs through
+    ``arviz._log``, a ``Logger`` it made itself, not the one ``logging.getLogger("arviz")`` returns."""
+    named = [logging.getLogger(name) for name in LOGGERS]
+    own = getattr(az, "_log", None)
+    return named + ([own] if isinstance(own, logging.Logger) and own not in named else [])
+
 
 SUMMARY_COLUMNS = ["mean", "sd", "r_hat", "ess_bulk", "ess_tail"]
 """``summary``'s columns, named alike by both ArviZ versions."""
@@ -154,10 +164,19 @@ def summary(posterior: xr.Dataset) -> pd.DataFrame:
     Rows ``W[x-box, j]`` as both ArviZ label them. R-hat is NaN for a parameter
     constant over all draws, and for every parameter when there is one chain.
     """
-    table = pd.DataFrame(az.summary(posterior, kind="all", round_to="none"))
-    if ARVIZ_1:
-        tail = az.ess(posterior, method="tail", prob=TAIL_PROB).expand_dims(summary=["ess_tail"])
-        table["ess_tail"] = az.dataset_to_dataframe(tail, sample_dims=["summary"]).T["ess_tail"]
+    # ArviZ logs "Shape validation failed" for one chain (SVI's draws); the callers report that fact.
+    quieted = loggers()
+    levels = [logger.level for logger in quieted]
+    for logger in quieted:
+        logger.setLevel(logging.ERROR)
+    try:
+        table = pd.DataFrame(az.summary(posterior, kind="all", round_to="none"))
+        if ARVIZ_1:
+            tail = az.ess(posterior, method="tail", prob=TAIL_PROB).expand_dims(summary=["ess_tail"])
+            table["ess_tail"] = az.dataset_to_dataframe(tail, sample_dims=["summary"]).T["ess_tail"]
+    finally:
+        for logger, level in zip(quieted, levels):
+            logger.setLevel(level)
     return table[SUMMARY_COLUMNS].astype(float)
 
 

@@ -598,7 +598,7 @@ def quiet_arviz() -> Iterator[None]:
     E.g. "Shape validation failed" for one chain, or high Pareto k-hat: the
     checks of ``diagnostics`` report the same facts as problems.
     """
-    loggers = [logging.getLogger(name) for name in azc.LOGGERS]
+    loggers = azc.loggers()
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.ERROR)
