@@ -315,6 +315,7 @@ def test_settings_objects_check_their_values_and_show_what_differs():
         (lambda: NUTS(init="median"), "'map' or 'zeros'"),
         (lambda: EM(bag_fraction=0.0), r"in \(0, 1\]"),
         (lambda: SVI(guide="full"), "'normal' or 'lowrank'"),
+        (lambda: SVI(init="median"), r"SVI\(init='median'\): choose 'map' or 'zeros'"),
         (lambda: RBFDictionary(gamma=-1.0).fit(np.ones((3, 2))), "positive width"),
         (lambda: MAP(tol=-1.0), "relative tolerance >= 0"),
     ]:

@@ -67,3 +67,20 @@ def test_svi_posterior_keeps_lp_and_log_q_per_draw():
     # The log joint is the prior plus every bag's likelihood, so it lies below their sum alone.
     assert np.all(stats["lp"].values < fit.posterior.log_likelihood["Y"].sum("bag").values)
     assert np.isfinite(stats["log_q"]).all()
+
+
+def test_svi_init_map_starts_the_guide_at_the_map():
+    from orlr_ppl import ORLR
+    from orlr_ppl import SVI as SVISettings
+
+    rng = np.random.default_rng(3)
+    labels = [rng.integers(0, 3, size=int(rng.integers(1, 4))) for _ in range(20)]
+    bags = [rng.normal(size=(len(y), 3)) + y[:, None] for y in labels]
+    sets = [np.unique(y) for y in labels]
+    point = ORLR(inference="map").fit(bags, sets)
+    # One step of a negligible size: the guide's means are still where they started.
+    still = SVISettings(num_steps=1, learning_rate=1e-8, num_draws=2000, progress_bar=False)
+    started = ORLR(inference=still, random_state=0).fit(bags, sets)
+    np.testing.assert_allclose(started.coef_, point.coef_, atol=2e-3)
+    zeros = ORLR(inference=SVISettings(**{**vars(still), "init": "zeros"}), random_state=0).fit(bags, sets)
+    assert np.abs(zeros.coef_).max() < 2e-3 < np.abs(point.coef_).max()
