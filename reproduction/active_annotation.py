@@ -130,12 +130,13 @@ def summarise(rows: list[dict[str, Any]], folds: list[int]) -> None:
             print(f"{budget:6d} | " + " | ".join(f"{m:.1f} ± {h:.1f}" for m, h in cells))
     print("\nshare of the inductive gap to the ceiling closed at the last budget (mean over folds)")
     for s in strategies:
-        closed = [
-            (r[s]["inductive"][-1] - r[s]["inductive"][0])
-            / max(r["ceiling_inductive"] - r[s]["inductive"][0], 1e-9)
-            for r in rows
-        ]
-        mean, half = _interval(np.array(closed))
+        gaps = np.array([r["ceiling_inductive"] - r[s]["inductive"][0] for r in rows])
+        gains = np.array([r[s]["inductive"][-1] - r[s]["inductive"][0] for r in rows])
+        if np.any(gaps <= 0):  # a fold that starts at or above the ceiling has no gap to close
+            none = [f for f, g in zip(folds, gaps) if g <= 0]
+            print(f"  {s}: no gap in folds {none}; gain {100 * gains.mean():+.1f}")
+            continue
+        mean, half = _interval(gains / gaps)
         print(f"  {s}: {100 * mean:.0f}% ± {100 * half:.0f}")
     seconds = {s: np.median([np.median(r[s]["seconds"]) for r in rows]) for s in strategies}
     print("median fit seconds per round: " + ", ".join(f"{s} {v:.1f}" for s, v in seconds.items()))
