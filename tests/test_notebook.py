@@ -41,20 +41,25 @@ def test_notebook_executes(monkeypatch, tmp_path):
     assert os.environ["ORLR_NB_SMALL"] == "1"
 
 
-@pytest.mark.filterwarnings("ignore")
-def test_novel_class_notebook_executes(monkeypatch, tmp_path):
+def _run_hja_notebook(path: Path, monkeypatch, tmp_path) -> tuple[list[dict], str]:
+    """Execute an HJA notebook at reduced size; its outputs and their text, no output an error."""
     if not all((HJA / name).is_file() for name in HJA_FILES.values()):
         pytest.skip(f"the published HJA birdsong files are not in {HJA}")
     monkeypatch.setenv("ORLR_NB_SMALL", "1")
     monkeypatch.setenv("ORLR_HJA_PATH", str(HJA))
-    nb = nbformat.read(NOVEL_CLASS_NOTEBOOK, as_version=4)
+    nb = nbformat.read(path, as_version=4)
     # Run from a folder outside the repository: the data path comes from ORLR_HJA_PATH.
     NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
     outputs = _outputs(nb)
-    text = "".join(o.get("text", "") for o in outputs)
     assert not [o for o in outputs if o.get("output_type") == "error"]
+    return outputs, "".join(o.get("text", "") for o in outputs)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_novel_class_notebook_executes(monkeypatch, tmp_path):
+    outputs, text = _run_hja_notebook(NOVEL_CLASS_NOTEBOOK, monkeypatch, tmp_path)
     assert "548 recordings, 10232 segments (5234 unlabelled)" in text
     for part in (
         "species accuracy (argmax over the 13 species)",  # 1. EM on every segment
@@ -76,17 +81,7 @@ def test_novel_class_notebook_executes(monkeypatch, tmp_path):
 
 @pytest.mark.filterwarnings("ignore")
 def test_annotation_notebook_executes(monkeypatch, tmp_path):
-    if not all((HJA / name).is_file() for name in HJA_FILES.values()):
-        pytest.skip(f"the published HJA birdsong files are not in {HJA}")
-    monkeypatch.setenv("ORLR_NB_SMALL", "1")
-    monkeypatch.setenv("ORLR_HJA_PATH", str(HJA))
-    nb = nbformat.read(ANNOTATION_NOTEBOOK, as_version=4)
-    NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
-    outputs = _outputs(nb)
-    text = "".join(o.get("text", "") for o in outputs)
-    assert not [o for o in outputs if o.get("output_type") == "error"]
+    outputs, text = _run_hja_notebook(ANNOTATION_NOTEBOOK, monkeypatch, tmp_path)
     for part in (
         "training: 120 recordings",  # 1. the reduced fit
         "accuracy: held-out",
