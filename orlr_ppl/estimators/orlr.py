@@ -46,7 +46,7 @@ from . import (  # its grids read at fit time, so one assignment changes both es
     model_selection,
     persistence,
 )
-from .annotation import Strategy, check_query, query_table, with_known_labels
+from .annotation import Strategy, check_query, entropy, query_table, with_known_labels
 from .base import Bags, _BagClassifier
 from .inputs import split_by_bag
 from .kernel_features import _KernelFeatures
@@ -655,8 +655,8 @@ class ORLR(_KernelFeatures, _BagClassifier):
         out = []
         for p in self._per_draw(bags, label_sets):
             p = np.asarray(p, np.float64)  # a float32 zero (a class outside the bag's set) is 0 log 0 = 0
-            total = _entropy(p.mean(axis=0))
-            aleatoric = _entropy(p).mean(axis=0)
+            total = entropy(p.mean(axis=0))
+            aleatoric = entropy(p).mean(axis=0)
             out.append(np.stack([total, np.maximum(total - aleatoric, 0.0)], axis=1))
         return out
 
@@ -1025,11 +1025,6 @@ def heavy_tail_note(heavy: dict[str, float], diagnostics: Diagnostics) -> str:
         "mix slowly: refit with features='quantile-normal' (each feature through its training "
         "quantiles to a Normal), which made such chains converge on HJA birdsong"
     )
-
-
-def _entropy(p: np.ndarray) -> np.ndarray:
-    """``-sum_c p_c log p_c`` over the last axis, with ``0 log 0 = 0``."""
-    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=-1)
 
 
 # -- fitting back ends: the inference layer's EM, MAP, NUTS and SVI, one call each --
