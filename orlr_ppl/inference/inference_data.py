@@ -16,15 +16,25 @@ draw numbers. Posteriors saved before these groups existed load without them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 from numpyro.infer import Predictive
-from numpyro.infer.util import log_likelihood
 
-from ..model.numpyro_model import ModelData, orlr_model, start_params, sum_to_zero_basis
+from ..model.log_density import Scales, draws_bucket_log_likelihoods, prior_scales
+from ..model.numpyro_model import (
+    ModelArrays,
+    ModelData,
+    ModelShape,
+    join_model_data,
+    orlr_model,
+    split_model_data,
+    start_params,
+    sum_to_zero_basis,
+)
 from ..model.priors import HORSESHOE_SITES, horseshoe_weights
 from . import arviz_compat as azc
 
@@ -55,10 +65,18 @@ def with_derived(samples: dict[str, np.ndarray], n_classes: int) -> dict[str, np
     return out
 
 
+def _traced_settings(data: ModelData, model_kwargs: dict) -> tuple[ModelArrays, Scales, ModelShape, bool]:
+    """``orlr_model``'s data and prior settings as a module-level jitted function takes them."""
+    arrays, shape = split_model_data(data)
+    scales = prior_scales(model_kwargs.get("prior_scale", 1.0), model_kwargs.get("intercept_scale", 10.0))
+    return arrays, scales, shape, bool(model_kwargs.get("fit_intercept", True))
+
+
 def _bag_log_likelihood(data: ModelData, flat: dict[str, np.ndarray], model_kwargs: dict) -> np.ndarray:
     """(S, B) log p(Y_b | X_b, theta_s) for flat draws, bags in input order."""
-    per_site = log_likelihood(orlr_model, {k: flat[k] for k in RAW_SITES if k in flat}, data, **model_kwargs)
-    return data.merge_sites({k: np.asarray(v) for k, v in per_site.items()})
+    raw = {k: jnp.asarray(flat[k]) for k in RAW_SITES if k in flat}
+    per_bucket = draws_bucket_log_likelihoods(raw, *_traced_settings(data, model_kwargs))
+    return data.merge_sites({data.site_name(k): np.asarray(v) for k, v in enumerate(per_bucket)})
 
 
 def observed_label_sets(data: ModelData) -> np.ndarray:
@@ -88,11 +106,23 @@ def simulate_label_sets(
     its default one-draw-at-a-time loop keeps memory at one draw's logits.
     int8 keeps ``posterior.nc`` small: the 0/1 array is chains x draws x B x C.
     """
-    sites = [data.site_name(k) for k in range(len(data.buckets))]
     raw = {k: jnp.asarray(flat[k]) for k in RAW_SITES if k in flat}
-    predictive = Predictive(orlr_model, posterior_samples=raw, return_sites=sites)
-    sims = predictive(jax.random.PRNGKey(seed), data, **model_kwargs, observed=False)
+    sims = _simulate(jax.random.PRNGKey(seed), raw, *_traced_settings(data, model_kwargs))
     return data.merge_sites({k: np.asarray(v) for k, v in sims.items()}).astype(np.int8)
+
+
+@partial(jax.jit, static_argnums=(4, 5))
+def _simulate(
+    key: jax.Array, raw: dict, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool
+) -> dict[str, jax.Array]:
+    """Per bucket site, (S, B_k, C) label sets simulated at each draw: ``simulate_label_sets``'s
+    program, compiled once per shape family (a ``Predictive`` closing over the data would
+    compile anew for every fit)."""
+    data = join_model_data(arrays, shape)
+    sites = [data.site_name(k) for k in range(len(data.buckets))]
+    predictive = Predictive(orlr_model, posterior_samples=raw, return_sites=sites)
+    kwargs = {"prior_scale": scales.prior_scale, "intercept_scale": scales.intercept_scale}
+    return predictive(key, data, **kwargs, fit_intercept=fit_intercept, observed=False)
 
 
 def _predictive_groups(

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import time
+from functools import partial
 from typing import Literal, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
 from numpyro.distributions import constraints
-from numpyro.infer import SVI, Trace_ELBO, init_to_value
+from numpyro.infer import SVI, Trace_ELBO, init_to_median, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
+from numpyro.infer.svi import SVIState
 
-from ..model.log_density import draws_potential, prior_scales
-from ..model.model_data import split_model_data
-from ..model.numpyro_model import ModelData, orlr_model
+from ..model.log_density import Scales, draws_potential, prior_scales
+from ..model.model_data import join_model_data, split_model_data
+from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, orlr_model
 from .arviz_compat import Posterior
 from .inference_data import RAW_SITES, inference_data, with_derived, zeros_init
 from .methods import SVI as SVISettings
+from .nuts import PROGRESS_SECONDS
 
 
 class SVIResult(NamedTuple):
@@ -56,6 +61,87 @@ def _latent_sites(*args, **kwargs) -> None:
     handlers.block(orlr_model, hide_fn=_observed)(*args, **kwargs)
 
 
+class _Static(NamedTuple):
+    """What selects a compiled SVI program besides array shapes (hashable).
+
+    n_bags: the real bag count, with minibatches only (their shares read it); None otherwise,
+    so that every dataset of one shape family shares the program.
+    """
+
+    shape: ModelShape
+    fit_intercept: bool
+    guide: str
+    subsample_size: int | None
+    n_bags: int | None
+
+
+BLOCK = 1000
+"""Steps per call of the compiled optimiser (fewer with a progress bar); a longer fit calls it again."""
+
+
+def _svi(guide: str, start: dict[str, jax.Array] | None, learning_rate) -> SVI:
+    """NumPyro's ``SVI`` over ``orlr_model`` with the guide ``guide`` whose means start at ``start``."""
+    init = init_to_value(values=start) if start is not None else init_to_median
+    if guide == "normal":
+        auto = AutoNormal(_latent_sites, init_loc_fn=init, init_scale=0.01)
+    elif guide == "lowrank":
+        auto = AutoLowRankMultivariateNormal(_latent_sites, init_loc_fn=init, init_scale=0.01)
+    else:
+        raise ValueError(f"guide={guide!r}: choose 'normal' or 'lowrank'")
+    return SVI(orlr_model, auto, numpyro.optim.Adam(learning_rate), Trace_ELBO())
+
+
+def _model_kwargs(scales: Scales, static: _Static) -> dict:
+    return {
+        "prior_scale": scales.prior_scale,
+        "intercept_scale": scales.intercept_scale,
+        "fit_intercept": static.fit_intercept,
+        "subsample_size": static.subsample_size,
+    }
+
+
+@partial(jax.jit, static_argnums=(5,))
+def _steps(
+    state: SVIState,
+    n: jax.Array,
+    arrays: ModelArrays,
+    scales: Scales,
+    learning_rate: jax.Array,
+    static: _Static,
+) -> tuple[SVIState, jax.Array, dict[str, jax.Array]]:
+    """``n`` (<= ``BLOCK``) Adam steps on the negative ELBO from ``state``.
+
+    Returns the new state, the (BLOCK,) losses (NaN past ``n``) and the guide's parameters
+    (constrained). The data and the step size enter traced and ``n`` bounds a loop, so one
+    program serves every fit of a shape family, every step count and every refit of a loop, where
+    ``SVI.run`` compiles a closure over its data afresh each fit (seconds to tens of seconds).
+    """
+    data = join_model_data(arrays, static.shape, static.n_bags)
+    kwargs = _model_kwargs(scales, static)
+    svi = _svi(static.guide, None, learning_rate)
+    # Sets the guide's prototype and the parameters' constraints, which ``update`` reads; the state
+    # it returns is unused (and compiled away): the fit's own comes in ``state``.
+    svi.init(jax.random.PRNGKey(0), data, **kwargs)
+
+    def step(i, carry):
+        st, losses = carry
+        st, loss = svi.update(st, data, **kwargs)
+        return st, losses.at[i].set(loss)
+
+    losses = jnp.full((BLOCK,), jnp.nan, data.buckets[0].features.dtype)
+    state, losses = jax.lax.fori_loop(0, n, step, (state, losses))
+    return state, losses, svi.get_params(state)
+
+
+def _progress_bar(show: bool, total: int):
+    """A tqdm bar over ``total`` steps (None without ``show``)."""
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="SVI", postfix="compiling…")
+
+
 def fit_svi(
     data: ModelData,
     prior_scale: float | None = 1.0,
@@ -76,41 +162,47 @@ def fit_svi(
     size, see ``orlr_model``). ``num_draws`` draws from the fitted guide are
     returned as one chain. ``init_values`` (raw sites, e.g. ``W_raw``) start the guide's
     means there (the estimator's ``SVI(init="map")`` passes the MAP); None: zero weights.
+    The steps are NumPyro's ``SVI.update`` (``Trace_ELBO``, Adam), run by one module-level
+    compiled program (``_steps``).
     """
-    model_kwargs = {
-        "prior_scale": prior_scale,
-        "intercept_scale": intercept_scale,
-        "fit_intercept": fit_intercept,
-    }
     start = zeros_init(data, fit_intercept)
     if init_values is not None:
         start.update({k: jax.numpy.asarray(v, start[k].dtype) for k, v in init_values.items() if k in start})
-    init = init_to_value(values=start)
-    if guide == "normal":
-        auto = AutoNormal(_latent_sites, init_loc_fn=init, init_scale=0.01)
-    elif guide == "lowrank":
-        auto = AutoLowRankMultivariateNormal(_latent_sites, init_loc_fn=init, init_scale=0.01)
-    else:
-        raise ValueError(f"guide={guide!r}: choose 'normal' or 'lowrank'")
-    svi = SVI(orlr_model, auto, numpyro.optim.Adam(learning_rate), Trace_ELBO())
-    result = svi.run(
-        jax.random.PRNGKey(seed),
-        num_steps,
-        data,
-        **model_kwargs,
-        subsample_size=subsample_size,
-        progress_bar=progress_bar,
-    )
-    draws, log_q = guide_draws(auto, result.params, jax.random.PRNGKey(seed + 1), num_draws)
     arrays, shape = split_model_data(data)
+    minibatch = subsample_size is not None and subsample_size < data.n_bags
+    static = _Static(shape, fit_intercept, guide, subsample_size, data.n_bags if minibatch else None)
     scales = prior_scales(prior_scale, intercept_scale)
+    rate = np.asarray(learning_rate, np.float32)
+    svi = _svi(guide, start, learning_rate)
+    kwargs = _model_kwargs(scales, static)
+    state = svi.init(jax.random.PRNGKey(seed), data, **kwargs)  # eager: the guide's start (the MAP)
+    bar = _progress_bar(progress_bar, num_steps)
+    parts, done, per_step = [], 0, None
+    try:
+        while done < num_steps:
+            n = min(BLOCK, num_steps - done)
+            if bar is not None:  # about PROGRESS_SECONDS a call; one step until a call is timed
+                n = 1 if per_step is None else int(np.clip(PROGRESS_SECONDS / max(per_step, 1e-9), 1, n))
+            t0 = time.perf_counter()
+            state, losses, params = _steps(state, np.asarray(n, np.int32), arrays, scales, rate, static)
+            parts.append(np.asarray(losses)[:n])
+            per_step, done = (time.perf_counter() - t0) / n, done + n
+            if bar is not None:
+                bar.set_postfix_str("", refresh=False)
+                bar.update(n)
+    finally:
+        if bar is not None:
+            bar.close()
+    if not parts:
+        params = svi.get_params(state)
+    draws, log_q = guide_draws(svi.guide, params, jax.random.PRNGKey(seed + 1), num_draws)
     raw = {k: v for k, v in draws.items() if k in RAW_SITES}
     log_p = -np.asarray(draws_potential(raw, arrays, scales, shape, fit_intercept))
     chains = {k: np.asarray(v)[None] for k, v in with_derived(draws, data.n_outputs).items()}
     stats = {"lp": log_p[None], "log_q": np.asarray(log_q)[None]}
-    return SVIResult(
-        inference_data(data, chains, model_kwargs, stats, seed=seed + 2), np.asarray(result.losses)
-    )
+    model_kwargs = dict(prior_scale=prior_scale, intercept_scale=intercept_scale, fit_intercept=fit_intercept)
+    losses = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    return SVIResult(inference_data(data, chains, model_kwargs, stats, seed=seed + 2), losses)
 
 
 def _base(support: constraints.Constraint) -> constraints.Constraint:

@@ -107,6 +107,20 @@ def bucket_log_likelihoods(
     return tuple(sites[data.site_name(k)] for k in range(len(arrays)))
 
 
+@partial(jax.jit, static_argnums=(3, 4))
+def draws_bucket_log_likelihoods(
+    draws: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
+) -> tuple[Array, ...]:
+    """Per bucket ``k``, (S, B_k) ``bucket_log_likelihoods`` at each of S draws, 16 draws at a time.
+
+    The posterior object's ``log_likelihood`` group (PSIS-LOO's input) for samplers that do
+    not compute it along the way; compiled once per shape family.
+    """
+    return jax.lax.map(
+        lambda p: bucket_log_likelihoods(p, arrays, scales, shape, fit_intercept), draws, batch_size=16
+    )
+
+
 class EStep(NamedTuple):
     """EM's E-step at one parameter point.
 

@@ -146,10 +146,15 @@ def split_model_data(data: ModelData) -> tuple[ModelArrays, ModelShape]:
     return arrays, shape
 
 
-def join_model_data(arrays: ModelArrays, shape: ModelShape) -> ModelData:
-    """Inverse of ``split_model_data``, without ``bag_ids`` (None); ``n_bags`` counts padding bags."""
+def join_model_data(arrays: ModelArrays, shape: ModelShape, n_bags: int | None = None) -> ModelData:
+    """Inverse of ``split_model_data``, without ``bag_ids`` (None).
+
+    ``n_bags``: the real bag count, which only minibatches' shares read (``orlr_model``'s
+    ``subsample_size``); None counts the padding bags too, so that the program does not depend on it.
+    """
     buckets = tuple(ModelBucket(x, m, y, None, k, z) for (x, m, y, z), k in zip(arrays, shape.max_labels))
-    n_bags = sum(int(a[1].shape[0]) for a in arrays)
+    if n_bags is None:
+        n_bags = sum(int(a[1].shape[0]) for a in arrays)
     return ModelData(
         buckets,
         n_bags,

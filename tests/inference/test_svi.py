@@ -6,11 +6,13 @@ import jax
 import numpy as np
 import numpyro
 import pytest
-from numpyro.infer import SVI, Trace_ELBO
+from numpyro.infer import SVI, Trace_ELBO, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 from numpyro.infer.util import log_density
+from numpyro.optim import Adam
 from scipy.stats import multivariate_normal, norm
 
+from orlr_ppl.inference.inference_data import zeros_init
 from orlr_ppl.inference.svi import _latent_sites, fit_svi, guide_draws
 from orlr_ppl.model.model_data import make_model_data
 from orlr_ppl.model.numpyro_model import orlr_model
@@ -84,3 +86,57 @@ def test_svi_init_map_starts_the_guide_at_the_map():
     np.testing.assert_allclose(started.coef_, point.coef_, atol=2e-3)
     zeros = ORLR(inference=SVISettings(**{**vars(still), "init": "zeros"}), random_state=0).fit(bags, sets)
     assert np.abs(zeros.coef_).max() < 2e-3 < np.abs(point.coef_).max()
+
+
+@pytest.mark.parametrize(("kind", "subsample"), [("normal", None), ("lowrank", None), ("normal", 4)])
+def test_fit_svi_takes_numpyros_own_steps(kind, subsample):
+    """The module-level program (``_steps``) runs exactly ``SVI.run``'s steps: the same losses, step by
+    step, from the same start and seed; with minibatches too, on padded buckets (their shares read the
+    real bag count, not the padded one)."""
+    rng = np.random.default_rng(2)
+    labels = [rng.integers(0, 3, size=int(rng.integers(1, 4))) for _ in range(13)]
+    bags = [rng.normal(size=(len(y), 3)) + y[:, None] for y in labels]
+    data = make_model_data(bags, [np.unique(y) for y in labels], n_classes=3, canonical_shapes=True)
+    # 16 bags with the padding: a minibatch of 4 of 13 bags draws 5 of them, of 16 it would draw 4
+    assert [b.mask.shape[0] for b in data.buckets] == [16] and data.n_bags == 13
+    kwargs = {"prior_scale": 1.0, "intercept_scale": 10.0, "fit_intercept": True}
+    guide = AutoNormal if kind == "normal" else AutoLowRankMultivariateNormal
+    start = init_to_value(values=zeros_init(data, True))
+    svi = SVI(orlr_model, guide(_latent_sites, init_loc_fn=start, init_scale=0.01), Adam(0.02), Trace_ELBO())
+    ref = svi.run(jax.random.PRNGKey(3), 40, data, **kwargs, subsample_size=subsample, progress_bar=False)
+    fit = fit_svi(
+        data, guide=kind, num_steps=40, learning_rate=0.02, subsample_size=subsample, num_draws=4, seed=3
+    )
+    np.testing.assert_allclose(fit.losses, ref.losses, rtol=2e-5)
+
+
+def test_refits_of_one_shape_family_compile_no_new_program(monkeypatch):
+    """A second fit on other data of the same shapes, with another step count, step size and seed,
+    reuses the first fit's programs (SVI's steps, the draws' log-likelihoods and densities, the
+    predictive simulation); more steps than one call's ``BLOCK`` run as several calls of one program."""
+    from orlr_ppl.inference import inference_data, svi
+    from orlr_ppl.model import log_density
+
+    monkeypatch.setattr(svi, "BLOCK", 16)
+    rng = np.random.default_rng(5)
+    labels = [rng.integers(0, 3, size=int(rng.integers(1, 4))) for _ in range(10)]
+    bags = [rng.normal(size=(len(y), 3)) + y[:, None] for y in labels]
+    sets = [np.unique(y) for y in labels]
+    first = fit_svi(make_model_data(bags, sets, n_classes=3), num_steps=20, num_draws=8)
+    programs = [svi._steps, log_density.draws_bucket_log_likelihoods, log_density.draws_potential]
+    programs.append(inference_data._simulate)
+    sizes = [p._cache_size() for p in programs]
+    other = make_model_data([2.0 * x - 1.0 for x in bags], sets, n_classes=3)
+    second = fit_svi(other, num_steps=45, learning_rate=0.03, num_draws=8, seed=7)
+    assert [p._cache_size() for p in programs] == sizes
+    assert first.losses.shape == (20,) and second.losses.shape == (45,) and np.isfinite(second.losses).all()
+
+
+def test_a_progress_bar_changes_no_step(capsys):
+    """With a bar, the steps run in short calls (one first, while it compiles): the same fit."""
+    data = _data(6)
+    quiet = fit_svi(data, num_steps=30, num_draws=6, seed=2)
+    shown = fit_svi(data, num_steps=30, num_draws=6, seed=2, progress_bar=True)
+    np.testing.assert_allclose(shown.losses, quiet.losses, rtol=1e-6)
+    np.testing.assert_allclose(shown.posterior.posterior["W"].values, quiet.posterior.posterior["W"].values)
+    assert "30/30" in capsys.readouterr().err
