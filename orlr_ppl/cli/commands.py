@@ -346,24 +346,27 @@ def _instance_labels(args: argparse.Namespace, data: MIMLData) -> list | None:
         raise ValueError("--instance-labels: ORLR takes hand-given instance labels; --method mimm does not")
     if getattr(args, "prune", 0.0) > 0:
         raise ValueError("--instance-labels with --prune: pruning leaves bags out; give one or the other")
-    return read_instance_labels(args.instance_labels, data)
+    return read_instance_labels(args.instance_labels, data, getattr(args, "novel_class", False))
 
 
-def read_instance_labels(paths: Sequence[str], data: MIMLData) -> list:
+def read_instance_labels(paths: Sequence[str], data: MIMLData, novel_class: bool = False) -> list:
     """The labels of one or more annotation files (``read_annotations``), merged; two files that label
-    one instance differently are an error naming both."""
+    one instance differently are an error naming both. ``novel_class``: a novel-class model's, whose
+    files may name its extra class."""
     import numpy as np
 
     from ..data.io import read_annotations
+    from ..estimators.relaxed import NOVEL_CLASS_NAME
 
+    novel = NOVEL_CLASS_NAME if novel_class else None
     merged: list = []
     for k, path in enumerate(paths):
-        labels = read_annotations(path, data)
+        labels = read_annotations(path, data, novel)
         for b, (before, now) in enumerate(zip(merged, labels)):
             clash = np.flatnonzero((before >= 0) & (now >= 0) & (before != now))
             if clash.size:
                 i = int(clash[0])
-                names = data.class_names
+                names = [*data.class_names, *([novel] if novel else [])]
                 raise ValueError(
                     f"bag {data.bag_ids[b]}, instance {i} is labelled {names[before[i]]!r} in "
                     f"{', '.join(paths[:k])} and {names[now[i]]!r} in {path}: keep one"
@@ -487,7 +490,8 @@ def query(args: argparse.Namespace) -> int:
     data = _explainable(data, model, args)
     _class_names(model, data)
     strategy = args.strategy or ("bald" if hasattr(model, "posterior_") else "entropy")
-    given = None if args.instance_labels is None else read_instance_labels(args.instance_labels, data)
+    novel = bool(getattr(model, "novel_class", False))
+    given = None if args.instance_labels is None else read_instance_labels(args.instance_labels, data, novel)
     table = model.query(data, args.n, strategy, instance_labels=given)
     table["label"] = ""
     text = table.to_csv(index=False, float_format="%.6g", lineterminator="\n")

@@ -734,15 +734,28 @@ class ORLR(_KernelFeatures, _BagClassifier):
 
         A known label is a point mass in its instance's logits (``annotation.with_known_labels``),
         which the exact DP then conditions every bag-mate on. All draws of all such bags go
-        through one call of the DP.
+        through one call of the DP. With a novel class or a leak, the model's E-step conditions
+        on them as a fit with instance labels does (``relaxed_draw_posteriors``).
         """
-        if self._relaxed():
-            raise ValueError(
-                "query with instance labels is not available for a novel_class or leak model yet: "
-                "query without instance_labels"
-            )
         w, b = self._draws()
         redo = [k for k, labels in enumerate(known) if (labels >= 0).any()]
+        out = list(per_draw)
+        if self._relaxed():
+            some = [feats[k] for k in redo]
+            draws = relaxed_draw_posteriors(
+                some,
+                [sets[k] for k in redo],
+                w,
+                b,
+                self._leak_draws(len(w)),
+                self.n_classes_,
+                self.novel_class,
+                self.max_labels,
+                instance_labels=[known[k] for k in redo],
+            )
+            for k, post in zip(redo, split_by_bag(np.stack(list(draws)), some, axis=1)):
+                out[k] = post
+            return out
         logits = [
             with_known_labels(np.einsum("nd,sdc->snc", feats[k], w) + b[:, None, :], known[k]) for k in redo
         ]
@@ -750,7 +763,6 @@ class ORLR(_KernelFeatures, _BagClassifier):
         posteriors = instance_posteriors(
             flat, [sets[k] for k in redo for _ in range(len(w))], self.max_labels
         )
-        out = list(per_draw)
         for j, k in enumerate(redo):
             out[k] = np.stack(posteriors[j * len(w) : (j + 1) * len(w)])
         return out

@@ -40,6 +40,7 @@ def relaxed_draw_posteriors(
     n_classes: int,
     novel_class: bool,
     max_labels: int,
+    instance_labels: Sequence[np.ndarray] | None = None,
 ) -> Iterator[np.ndarray]:
     """Per draw, (n, C_out) ``p(y_i = c | Y_b, X_b, theta_s)`` of all bags' instances in order.
 
@@ -50,10 +51,20 @@ def relaxed_draw_posteriors(
             named classes and, with ``novel_class``, the novel one.
         leak_draws: (S,) leak probabilities, or None (no leak).
         n_classes: named classes ``C``; max_labels: the DP's cap.
+        instance_labels: B arrays (n_b,) of labels known so far (-1 unknown), or None: the
+            posteriors are then ``p(y_i = c | Y_b, y_known, X_b, theta_s)``, the model's own
+            conditioning (as in a fit with instance labels); a known instance's is its label.
     """
     leak = None if leak_draws is None else "learn"  # the leak enters as a parameter, drawn or fixed
     data = make_model_data(
-        feats, sets, n_classes, max_labels, canonical_shapes=True, novel_class=novel_class, leak=leak
+        feats,
+        sets,
+        n_classes,
+        max_labels,
+        canonical_shapes=True,
+        novel_class=novel_class,
+        leak=leak,
+        instance_labels=instance_labels,
     )
     arrays, shape = split_model_data(data)
     arrays = jax.device_put(arrays)

@@ -113,3 +113,38 @@ def test_empty_and_minus_one_labels_mean_not_labelled(tmp_path):
     path = tmp_path / "labels.csv"
     path.write_text("bag_id,instance,score,label\n100,0,0.5,\n100,1,0.4,-1\n\n")
     assert all((g == -1).all() for g in read_annotations(path, data))
+
+
+def test_a_novel_class_model_takes_novel_as_a_label(tmp_path, capsys):
+    """With --novel-class, a person may say an instance is none of the tags ("novel", the name query
+    writes), in any bag; without it, that label is an unknown class, one line and exit code 2."""
+    data_file = tmp_path / "bags.npz"
+    write_npz(data_file, make_miml_digits(20, seed=2, split="train", max_size=3))
+    data = read_bag_npz(data_file)
+    labels = tmp_path / "labels.csv"
+    tagged = data.class_names[data.instance_labels[1][0]]
+    labels.write_text(f"bag_id,instance,label\n{data.bag_ids[0]},0,novel\n{data.bag_ids[1]},0,{tagged}\n")
+    given = read_annotations(labels, data, novel="novel")
+    assert given[0][0] == len(data.class_names) and given[1][0] == data.instance_labels[1][0]
+    model = tmp_path / "m"
+    fit = ["fit", "--data", str(data_file), "--method", "map", "--novel-class", "--out", str(model)]
+    assert main([*fit, "--instance-labels", str(labels)]) == 0
+    assert "with 2 instance labels" in capsys.readouterr().out
+    query = [
+        "query",
+        "--model",
+        str(model),
+        "--data",
+        str(data_file),
+        "-n",
+        "4",
+        "--out",
+        str(tmp_path / "q.csv"),
+    ]
+    assert main([*query, "--instance-labels", str(labels)]) == 0
+    asked = {(r["bag_id"], r["instance"]) for r in _rows(tmp_path / "q.csv")}
+    assert len(asked) == 4 and not asked & {(str(data.bag_ids[0]), "0"), (str(data.bag_ids[1]), "0")}
+    plain = ["fit", "--data", str(data_file), "--method", "map", "--out", str(tmp_path / "p")]
+    assert main([*plain, "--instance-labels", str(labels)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 2: label 'novel' is not a class of the data" in err[0]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from reference import brute_force_variants
 from scipy.special import softmax
 
 from orlr_ppl import ORLR, SVI, MIMLData
@@ -124,6 +125,35 @@ def test_posteriors_given_known_labels_match_enumeration(fit, request):
         for s in range(0, len(w), max(len(w) // 4, 1)):
             expected = _enumerated_posterior(feats[b] @ w[s] + beta[s], sets[b], known[b])
             np.testing.assert_allclose(per_draw[b][s], expected, atol=2e-5)
+
+
+RELAXATIONS = [{"leak": "learn"}, {"leak": 0.05, "novel_class": True}]
+
+
+@pytest.mark.parametrize("relaxation", RELAXATIONS)
+def test_relaxed_models_condition_on_known_labels_exactly(relaxation):
+    """With a leak or a novel class, a known label conditions its bag-mates as the relaxed union
+    says: enumeration over labellings and leak patterns (``reference.brute_force_variants``)."""
+    bags, sets, labels = _clusters(seed=1)
+    model = ORLR(inference="map", random_state=0, **relaxation).fit(bags, sets)
+    feats = model._check_bags(bags)
+    checked = model._check_sets(feats, sets)
+    n_classes = model.n_classes_
+    big = [b for b in range(len(bags)) if len(bags[b]) >= 3 and len(sets[b]) >= 2][:3]
+    known = [np.full(len(x), -1) for x in bags]
+    for j, b in enumerate(big):  # with a novel class, one bag's known instance takes it
+        known[b][0] = n_classes if relaxation.get("novel_class") and j == 0 else labels[b][0]
+    per_draw = model._conditioned_on_known(feats, checked, known, model._posteriors_per_draw(feats, checked))
+    w, beta = model._draws()
+    eps = model._leak_draws(1)
+    optional = (n_classes,) if relaxation.get("novel_class") else ()
+    for b in big:
+        leak = None if eps is None else [eps[0]] * len(sets[b])
+        _, expected = brute_force_variants(feats[b] @ w[0] + beta[0], sets[b], optional, leak, known[b])
+        np.testing.assert_allclose(per_draw[b][0], expected, atol=2e-5)
+        assert per_draw[b][0][0, known[b][0]] == pytest.approx(1.0)
+    table = model.query(bags, 5, "entropy", label_sets=sets, instance_labels=known)
+    assert len(table) == 5 and not {(b, 0) for b in big} & set(zip(table["bag_id"], table["instance"]))
 
 
 def test_query_skips_labelled_instances_and_takes_one_per_bag(map_fit):

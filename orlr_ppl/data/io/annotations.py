@@ -10,7 +10,9 @@ labelled instance:
 
 An instance without a row is not labelled. The same instance may appear twice only with the
 same label. A label must be in its bag's label set, where the data have label sets: the
-model could not give the bag its labels otherwise.
+model could not give the bag its labels otherwise. For a model with a novel class
+(``ORLR(novel_class=True)``), its name (``query`` writes it, ``"novel"``) marks an instance
+of none of the named classes, in any bag.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ COLUMNS = ("bag_id", "instance", "label")
 UNLABELLED = ("", "-1")
 
 
-def read_annotations(path: str | Path, data: MIMLData) -> list[np.ndarray]:
+def read_annotations(path: str | Path, data: MIMLData, novel: str | None = None) -> list[np.ndarray]:
     """B arrays (n_b,) of class indices for ``data``'s bags, -1 where the file gives no label.
+
+    ``novel``: the name of a novel-class model's extra class, read as index ``C`` (the data's
+    class count) and allowed outside the bag's label set; None: no such class.
 
     Raises:
         ValueError: naming the file and line, for a missing column, an unknown bag id, an
@@ -49,6 +54,11 @@ def read_annotations(path: str | Path, data: MIMLData) -> list[np.ndarray]:
     col = {c: header.index(c) for c in COLUMNS}
     bag_of = {str(b): k for k, b in enumerate(data.bag_ids)}
     class_of = {str(name): c for c, name in enumerate(data.class_names)}
+    if novel is not None and novel in class_of:
+        raise ValueError(f"the novel class's name {novel!r} is also a class of the data: rename that class")
+    names = list(data.class_names) + ([] if novel is None else [novel])
+    if novel is not None:
+        class_of[novel] = len(data.class_names)
     labels = [np.full(len(x), -1, np.int64) for x in data.bags]
     first_line: dict[tuple[int, int], int] = {}
     for lineno, row in enumerate(rows[1:], start=2):
@@ -77,9 +87,10 @@ def read_annotations(path: str | Path, data: MIMLData) -> list[np.ndarray]:
         if labels[b][i] >= 0 and labels[b][i] != c:
             raise ValueError(
                 f"{path}, line {lineno}: bag {bag_id}, instance {i} is labelled "
-                f"{data.class_names[labels[b][i]]!r} on line {first_line[b, i]} and {label!r} here"
+                f"{names[labels[b][i]]!r} on line {first_line[b, i]} and {label!r} here"
             )
-        if data.label_sets is not None and c not in np.asarray(data.label_sets[b]):
+        outside = data.label_sets is not None and c not in np.asarray(data.label_sets[b])
+        if outside and label != novel:
             names = [data.class_names[k] for k in np.asarray(data.label_sets[b])]
             raise ValueError(
                 f"{path}, line {lineno}: bag {bag_id}, instance {i} is labelled {label!r}, not in the bag's "
