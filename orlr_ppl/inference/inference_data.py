@@ -24,7 +24,7 @@ import numpy as np
 import xarray as xr
 from numpyro.infer import Predictive
 
-from ..model.log_density import Scales, draws_bucket_log_likelihoods, prior_scales
+from ..model.log_density import Scales, prior_scales
 from ..model.numpyro_model import (
     ModelArrays,
     ModelData,
@@ -70,13 +70,6 @@ def _traced_settings(data: ModelData, model_kwargs: dict) -> tuple[ModelArrays, 
     arrays, shape = split_model_data(data)
     scales = prior_scales(model_kwargs.get("prior_scale", 1.0), model_kwargs.get("intercept_scale", 10.0))
     return arrays, scales, shape, bool(model_kwargs.get("fit_intercept", True))
-
-
-def _bag_log_likelihood(data: ModelData, flat: dict[str, np.ndarray], model_kwargs: dict) -> np.ndarray:
-    """(S, B) log p(Y_b | X_b, theta_s) for flat draws, bags in input order."""
-    raw = {k: jnp.asarray(flat[k]) for k in RAW_SITES if k in flat}
-    per_bucket = draws_bucket_log_likelihoods(raw, *_traced_settings(data, model_kwargs))
-    return data.merge_sites({data.site_name(k): np.asarray(v) for k, v in enumerate(per_bucket)})
 
 
 def observed_label_sets(data: ModelData) -> np.ndarray:
@@ -153,12 +146,12 @@ def inference_data(
     data: ModelData,
     chains: dict[str, np.ndarray],
     model_kwargs: dict,
+    log_likelihood: np.ndarray,
     sample_stats=None,
     *,
     seed: int = 0,
     max_ppc_draws: int = PPC_MAX_DRAWS,
     sample_stats_attrs: dict | None = None,
-    log_likelihood: np.ndarray | None = None,
 ) -> azc.Posterior:
     """Build the posterior object (``arviz_compat.Posterior``) from (chain, draw, ...) arrays.
 
@@ -166,19 +159,15 @@ def inference_data(
         data: the fitted bags (with their label sets).
         chains: ``W_raw``, ``beta_raw``, ``W``, ``beta`` as (chain, draw, ...).
         model_kwargs: ``orlr_model``'s prior settings used in the fit.
-        sample_stats: (chain, draw) sampler statistics (NUTS), or None.
+        log_likelihood: (chain, draw, bag) ``log p(Y_b | X_b, theta)``, bags in input order
+            (each sampler computes it in its own compiled programs).
+        sample_stats: (chain, draw) sampler statistics, or None.
         seed: seed of the posterior predictive simulation.
         max_ppc_draws: at most this many draws per chain are simulated.
         sample_stats_attrs: attributes of the ``sample_stats`` group (e.g.
             ``max_tree_depth``), kept in ``posterior.nc``.
-        log_likelihood: (chain, draw, bag) ``log p(Y_b | X_b, theta)`` if the
-            sampler computed it along the way; else computed here.
     """
-    n_chains, n_draws = next(iter(chains.values())).shape[:2]
     ll = log_likelihood
-    if ll is None:
-        flat = {k: v.reshape((n_chains * n_draws,) + v.shape[2:]) for k, v in chains.items()}
-        ll = _bag_log_likelihood(data, flat, model_kwargs).reshape(n_chains, n_draws, data.n_bags)
     dims = {
         "W_raw": ["feature", "contrast"],
         "beta_raw": ["contrast"],

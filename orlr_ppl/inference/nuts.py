@@ -507,6 +507,4 @@ def fit_nuts(
         "init_jitter": float(init_jitter),
         "interrupted": int(chains.interrupted),
     }
-    return inference_data(
-        data, draws, model_kwargs, stats, seed=seed, sample_stats_attrs=attrs, log_likelihood=log_lik
-    )
+    return inference_data(data, draws, model_kwargs, log_lik, stats, seed=seed, sample_stats_attrs=attrs)

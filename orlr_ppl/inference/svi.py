@@ -17,7 +17,7 @@ from numpyro.infer import SVI, Trace_ELBO, init_to_median, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 from numpyro.infer.svi import SVIState
 
-from ..model.log_density import Scales, draws_potential, prior_scales
+from ..model.log_density import Scales, draws_log_densities, prior_scales
 from ..model.model_data import join_model_data, split_model_data
 from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, orlr_model
 from .arviz_compat import Posterior
@@ -100,7 +100,7 @@ def _model_kwargs(scales: Scales, static: _Static) -> dict:
     }
 
 
-@partial(jax.jit, static_argnums=(5,))
+@partial(jax.jit, static_argnums=(5, 6))
 def _steps(
     state: SVIState,
     n: jax.Array,
@@ -108,10 +108,11 @@ def _steps(
     scales: Scales,
     learning_rate: jax.Array,
     static: _Static,
+    block: int,
 ) -> tuple[SVIState, jax.Array, dict[str, jax.Array]]:
-    """``n`` (<= ``BLOCK``) Adam steps on the negative ELBO from ``state``.
+    """``n`` (<= ``block``) Adam steps on the negative ELBO from ``state``.
 
-    Returns the new state, the (BLOCK,) losses (NaN past ``n``) and the guide's parameters
+    Returns the new state, the (block,) losses (NaN past ``n``) and the guide's parameters
     (constrained). The data and the step size enter traced and ``n`` bounds a loop, so one
     program serves every fit of a shape family, every step count and every refit of a loop, where
     ``SVI.run`` compiles a closure over its data afresh each fit (seconds to tens of seconds).
@@ -128,7 +129,7 @@ def _steps(
         st, loss = svi.update(st, data, **kwargs)
         return st, losses.at[i].set(loss)
 
-    losses = jnp.full((BLOCK,), jnp.nan, data.buckets[0].features.dtype)
+    losses = jnp.full((block,), jnp.nan, data.buckets[0].features.dtype)
     state, losses = jax.lax.fori_loop(0, n, step, (state, losses))
     return state, losses, svi.get_params(state)
 
@@ -177,14 +178,16 @@ def fit_svi(
     kwargs = _model_kwargs(scales, static)
     state = svi.init(jax.random.PRNGKey(seed), data, **kwargs)  # eager: the guide's start (the MAP)
     bar = _progress_bar(progress_bar, num_steps)
-    parts, done, per_step = [], 0, None
+    parts, done, per_step, block = [], 0, None, BLOCK
     try:
         while done < num_steps:
-            n = min(BLOCK, num_steps - done)
+            n = min(block, num_steps - done)
             if bar is not None:  # about PROGRESS_SECONDS a call; one step until a call is timed
                 n = 1 if per_step is None else int(np.clip(PROGRESS_SECONDS / max(per_step, 1e-9), 1, n))
             t0 = time.perf_counter()
-            state, losses, params = _steps(state, np.asarray(n, np.int32), arrays, scales, rate, static)
+            state, losses, params = _steps(
+                state, np.asarray(n, np.int32), arrays, scales, rate, static, block
+            )
             parts.append(np.asarray(losses)[:n])
             per_step, done = (time.perf_counter() - t0) / n, done + n
             if bar is not None:
@@ -197,12 +200,14 @@ def fit_svi(
         params = svi.get_params(state)
     draws, log_q = guide_draws(svi.guide, params, jax.random.PRNGKey(seed + 1), num_draws)
     raw = {k: v for k, v in draws.items() if k in RAW_SITES}
-    log_p = -np.asarray(draws_potential(raw, arrays, scales, shape, fit_intercept))
+    potentials, per_bucket = draws_log_densities(raw, arrays, scales, shape, fit_intercept)
+    log_lik = data.merge_sites({data.site_name(k): np.asarray(v) for k, v in enumerate(per_bucket)})
     chains = {k: np.asarray(v)[None] for k, v in with_derived(draws, data.n_outputs).items()}
-    stats = {"lp": log_p[None], "log_q": np.asarray(log_q)[None]}
+    stats = {"lp": -np.asarray(potentials)[None], "log_q": np.asarray(log_q)[None]}
     model_kwargs = dict(prior_scale=prior_scale, intercept_scale=intercept_scale, fit_intercept=fit_intercept)
     losses = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-    return SVIResult(inference_data(data, chains, model_kwargs, stats, seed=seed + 2), losses)
+    posterior = inference_data(data, chains, model_kwargs, log_lik[None], stats, seed=seed + 2)
+    return SVIResult(posterior, losses)
 
 
 def _base(support: constraints.Constraint) -> constraints.Constraint:

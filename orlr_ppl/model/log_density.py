@@ -82,18 +82,6 @@ potential_and_grad = jax.jit(jax.value_and_grad(potential), static_argnums=(3, 4
 """``(potential, its gradient)``; one compilation per shape family, ``fit_intercept`` and None scale."""
 
 
-@partial(jax.jit, static_argnums=(3, 4))
-def draws_potential(
-    draws: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
-) -> Array:
-    """(S,) ``potential`` at each of S draws (each site (S, ...)), 16 draws at a time.
-
-    For weighting draws of an approximate posterior (SVI's) towards the posterior;
-    compiled once per shape family, so refits of one dataset reuse it.
-    """
-    return jax.lax.map(lambda p: potential(p, arrays, scales, shape, fit_intercept), draws, batch_size=16)
-
-
 def bucket_log_likelihoods(
     params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
 ) -> tuple[Array, ...]:
@@ -105,20 +93,6 @@ def bucket_log_likelihoods(
     data = join_model_data(arrays, shape)
     sites = log_likelihood(orlr_model, params, data, batch_ndims=0, **_model_kwargs(scales, fit_intercept))
     return tuple(sites[data.site_name(k)] for k in range(len(arrays)))
-
-
-@partial(jax.jit, static_argnums=(3, 4))
-def draws_bucket_log_likelihoods(
-    draws: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
-) -> tuple[Array, ...]:
-    """Per bucket ``k``, (S, B_k) ``bucket_log_likelihoods`` at each of S draws, 16 draws at a time.
-
-    The posterior object's ``log_likelihood`` group (PSIS-LOO's input) for samplers that do
-    not compute it along the way; compiled once per shape family.
-    """
-    return jax.lax.map(
-        lambda p: bucket_log_likelihoods(p, arrays, scales, shape, fit_intercept), draws, batch_size=16
-    )
 
 
 class EStep(NamedTuple):
@@ -164,6 +138,31 @@ def _sites(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShap
 def _log_prior(latent: list[dict]) -> Array:
     # ImproperUniform's log_prob is 0: a None scale adds nothing, as in the model's density.
     return sum(jnp.sum(s["fn"].log_prob(s["value"])) for s in latent)
+
+
+def log_densities(
+    params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
+) -> tuple[Array, tuple[Array, ...]]:
+    """``potential`` () and ``bucket_log_likelihoods`` (per bucket (B_k,)) at one parameter point,
+    from one run of the model: each bucket's DP runs once for both."""
+    latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
+    lls = tuple(s["fn"].log_prob(s["value"]) for s in observed)
+    scaled = sum(jnp.sum(ll) * (1.0 if s["scale"] is None else s["scale"]) for s, ll in zip(observed, lls))
+    return -(_log_prior(latent) + scaled), lls
+
+
+@partial(jax.jit, static_argnums=(3, 4))
+def draws_log_densities(
+    draws: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool = True
+) -> tuple[Array, tuple[Array, ...]]:
+    """``log_densities`` at each of S draws (each site (S, ...)), 16 draws at a time: (S,) and
+    per bucket (S, B_k).
+
+    For a sampler that does not compute them along the way (SVI): the draws' log joint, which
+    weights an approximate posterior's draws towards the posterior, and the posterior object's
+    ``log_likelihood`` group (PSIS-LOO's input). Compiled once per shape family, so refits reuse it.
+    """
+    return jax.lax.map(lambda p: log_densities(p, arrays, scales, shape, fit_intercept), draws, batch_size=16)
 
 
 def e_step(

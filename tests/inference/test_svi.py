@@ -8,7 +8,7 @@ import numpyro
 import pytest
 from numpyro.infer import SVI, Trace_ELBO, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
-from numpyro.infer.util import log_density
+from numpyro.infer.util import log_density, log_likelihood
 from numpyro.optim import Adam
 from scipy.stats import multivariate_normal, norm
 
@@ -66,6 +66,10 @@ def test_svi_posterior_keeps_lp_and_log_q_per_draw():
         draw = {k: np.asarray(posterior[k][0, s]) for k in ("W_raw", "beta_raw")}
         joint, _ = log_density(orlr_model, (data,), kwargs, draw)
         np.testing.assert_allclose(stats["lp"][0, s], joint, rtol=1e-5)
+        # and each bag's log-likelihood is NumPyro's, bags in input order
+        per_site = log_likelihood(orlr_model, draw, data, batch_ndims=0, **kwargs)
+        bags = data.merge_sites({k: np.asarray(v)[None] for k, v in per_site.items()})[0]
+        np.testing.assert_allclose(fit.posterior.log_likelihood["Y"][0, s], bags, rtol=1e-5)
     # The log joint is the prior plus every bag's likelihood, so it lies below their sum alone.
     assert np.all(stats["lp"].values < fit.posterior.log_likelihood["Y"].sum("bag").values)
     assert np.isfinite(stats["log_q"]).all()
@@ -123,8 +127,7 @@ def test_refits_of_one_shape_family_compile_no_new_program(monkeypatch):
     bags = [rng.normal(size=(len(y), 3)) + y[:, None] for y in labels]
     sets = [np.unique(y) for y in labels]
     first = fit_svi(make_model_data(bags, sets, n_classes=3), num_steps=20, num_draws=8)
-    programs = [svi._steps, log_density.draws_bucket_log_likelihoods, log_density.draws_potential]
-    programs.append(inference_data._simulate)
+    programs = [svi._steps, log_density.draws_log_densities, inference_data._simulate]
     sizes = [p._cache_size() for p in programs]
     other = make_model_data([2.0 * x - 1.0 for x in bags], sets, n_classes=3)
     second = fit_svi(other, num_steps=45, learning_rate=0.03, num_draws=8, seed=7)
