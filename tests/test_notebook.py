@@ -11,8 +11,6 @@ from nbclient import NotebookClient
 
 from orlr_ppl.data.hja import HJA_FILES
 
-pytestmark = pytest.mark.arviz
-
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "01_map_vs_posterior.ipynb"
 NOVEL_CLASS_NOTEBOOK = NOTEBOOKS / "02_novel_class_birdsong.ipynb"
@@ -25,6 +23,7 @@ def _outputs(nb) -> list[dict]:
     return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
 
 
+@pytest.mark.arviz
 @pytest.mark.filterwarnings("ignore")
 def test_notebook_executes(monkeypatch, tmp_path):
     monkeypatch.setenv("ORLR_NB_SMALL", "1")
@@ -57,6 +56,7 @@ def _run_hja_notebook(path: Path, monkeypatch, tmp_path) -> tuple[list[dict], st
     return outputs, "".join(o.get("text", "") for o in outputs)
 
 
+@pytest.mark.arviz
 @pytest.mark.filterwarnings("ignore")
 def test_novel_class_notebook_executes(monkeypatch, tmp_path):
     outputs, text = _run_hja_notebook(NOVEL_CLASS_NOTEBOOK, monkeypatch, tmp_path)
@@ -79,6 +79,8 @@ def test_novel_class_notebook_executes(monkeypatch, tmp_path):
     assert sum(o.get("output_type") == "display_data" for o in outputs) >= 3
 
 
+# Not in CI's ArviZ 1.x stage: it calls no ArviZ function, and its SVI fits and queries run there
+# in the marked tests of the posterior estimators.
 @pytest.mark.filterwarnings("ignore")
 def test_annotation_notebook_executes(monkeypatch, tmp_path):
     outputs, text = _run_hja_notebook(ANNOTATION_NOTEBOOK, monkeypatch, tmp_path)

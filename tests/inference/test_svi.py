@@ -17,8 +17,6 @@ from orlr_ppl.inference.svi import _latent_sites, fit_svi, guide_draws
 from orlr_ppl.model.model_data import make_model_data
 from orlr_ppl.model.numpyro_model import orlr_model
 
-pytestmark = pytest.mark.arviz
-
 
 def _data(seed: int = 0):
     rng = np.random.default_rng(seed)
@@ -28,6 +26,7 @@ def _data(seed: int = 0):
     return make_model_data(bags, sets, n_classes=3)
 
 
+@pytest.mark.arviz
 @pytest.mark.parametrize("kind", ["normal", "lowrank"])
 def test_guide_draws_carry_the_guides_log_density(kind):
     data = _data()
@@ -54,6 +53,7 @@ def test_guide_draws_carry_the_guides_log_density(kind):
     np.testing.assert_allclose(log_q, expected, rtol=1e-4)
 
 
+@pytest.mark.arviz
 def test_svi_posterior_keeps_lp_and_log_q_per_draw():
     data = _data(1)
     fit = fit_svi(data, num_steps=100, num_draws=30, guide="lowrank")
@@ -75,6 +75,7 @@ def test_svi_posterior_keeps_lp_and_log_q_per_draw():
     assert np.isfinite(stats["log_q"]).all()
 
 
+@pytest.mark.arviz
 def test_svi_init_map_starts_the_guide_at_the_map():
     from orlr_ppl import ORLR
     from orlr_ppl import SVI as SVISettings
