@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -54,12 +55,26 @@ LOGGERS = ("arviz", "arviz_base", "arviz_stats", "arviz_plots") if ARVIZ_1 else 
 """The names of the loggers ArviZ reports on."""
 
 
-def loggers() -> list[logging.Logger]:
-    """The loggers ArviZ reports on (``diagnostics.quiet_arviz`` silences them). 0.2x logs through
-    ``arviz._log``, a ``Logger`` it made itself, not the one ``logging.getLogger("arviz")`` returns."""
+def _loggers() -> list[logging.Logger]:
+    """The loggers ArviZ reports on. 0.2x logs through ``arviz._log``, a ``Logger`` it made itself,
+    not the one ``logging.getLogger("arviz")`` returns."""
     named = [logging.getLogger(name) for name in LOGGERS]
     own = getattr(az, "_log", None)
     return named + ([own] if isinstance(own, logging.Logger) and own not in named else [])
+
+
+@contextmanager
+def quiet_loggers() -> Iterator[None]:
+    """ArviZ's loggers at ERROR while it computes (``diagnostics.quiet_arviz`` adds its warnings)."""
+    loggers = _loggers()
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 SUMMARY_COLUMNS = ["mean", "sd", "r_hat", "ess_bulk", "ess_tail"]
@@ -165,18 +180,11 @@ def summary(posterior: xr.Dataset) -> pd.DataFrame:
     constant over all draws, and for every parameter when there is one chain.
     """
     # ArviZ logs "Shape validation failed" for one chain (SVI's draws); the callers report that fact.
-    quieted = loggers()
-    levels = [logger.level for logger in quieted]
-    for logger in quieted:
-        logger.setLevel(logging.ERROR)
-    try:
+    with quiet_loggers():
         table = pd.DataFrame(az.summary(posterior, kind="all", round_to="none"))
         if ARVIZ_1:
             tail = az.ess(posterior, method="tail", prob=TAIL_PROB).expand_dims(summary=["ess_tail"])
             table["ess_tail"] = az.dataset_to_dataframe(tail, sample_dims=["summary"]).T["ess_tail"]
-    finally:
-        for logger, level in zip(quieted, levels):
-            logger.setLevel(level)
     return table[SUMMARY_COLUMNS].astype(float)
 
 

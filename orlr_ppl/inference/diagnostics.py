@@ -34,7 +34,6 @@ sentence adds (where the divergent draws sit, what to try next); and the checks 
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -598,17 +597,9 @@ def quiet_arviz() -> Iterator[None]:
     E.g. "Shape validation failed" for one chain, or high Pareto k-hat: the
     checks of ``diagnostics`` report the same facts as problems.
     """
-    loggers = azc.loggers()
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
+    with azc.quiet_loggers(), warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _table_vars(posterior) -> list[str]:

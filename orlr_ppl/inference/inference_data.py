@@ -167,7 +167,6 @@ def inference_data(
         sample_stats_attrs: attributes of the ``sample_stats`` group (e.g.
             ``max_tree_depth``), kept in ``posterior.nc``.
     """
-    ll = log_likelihood
     dims = {
         "W_raw": ["feature", "contrast"],
         "beta_raw": ["contrast"],
@@ -179,7 +178,7 @@ def inference_data(
         "Y": ["bag"],
     }
     idata = azc.from_dict(
-        {"posterior": chains, "sample_stats": sample_stats, "log_likelihood": {"Y": ll}},
+        {"posterior": chains, "sample_stats": sample_stats, "log_likelihood": {"Y": log_likelihood}},
         dims={k: v for k, v in dims.items() if k in chains or k == "Y"},
         attrs={"sample_stats": sample_stats_attrs} if sample_stats_attrs else None,
     )

@@ -91,10 +91,10 @@ def read_annotations(path: str | Path, data: MIMLData, novel: str | None = None)
             )
         outside = data.label_sets is not None and c not in np.asarray(data.label_sets[b])
         if outside and label != novel:
-            names = [data.class_names[k] for k in np.asarray(data.label_sets[b])]
+            tags = [data.class_names[k] for k in np.asarray(data.label_sets[b])]
             raise ValueError(
                 f"{path}, line {lineno}: bag {bag_id}, instance {i} is labelled {label!r}, not in the bag's "
-                f"label set {names}: fix the label (or the bag's labels)"
+                f"label set {tags}: fix the label (or the bag's labels)"
             )
         labels[b][i] = c
         first_line.setdefault((b, i), lineno)
