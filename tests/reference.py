@@ -117,3 +117,25 @@ def brute_force_variants_jax(logits, label_set, optional, log_leak, known):
             log_p = sum(log_leak[j] if o else off[j] for j, o in enumerate(on))
         terms.append(jlogsumexp(weights[hit]) + log_p)
     return jlogsumexp(jnp.stack(terms)) if terms else jnp.asarray(-jnp.inf)
+
+
+def brute_force_pairs(logits, label_set, optional=(), leak=None, known=None) -> np.ndarray:
+    """(n, C, n, C) joint posteriors ``p(y_i = c, y_m = c' | Y)`` by enumeration, as
+    ``brute_force_variants`` (the same labellings and leak patterns), float64."""
+    logits = np.asarray(logits, dtype=np.float64)
+    n, c = logits.shape
+    target, extra = [int(y) for y in label_set], set(int(o) for o in optional)
+    eps = dict(zip(target, [0.0] * len(target) if leak is None else [float(e) for e in leak]))
+    lp = log_softmax(logits, axis=1)
+    known = [-1] * n if known is None else [int(k) for k in known]
+    labellings = np.array(list(itertools.product(*[range(c) if k < 0 else [k] for k in known])))
+    mass = np.zeros(len(labellings))
+    for on in itertools.product([False, True], repeat=len(target)):
+        leaked = {y for y, o in zip(target, on) if o}
+        p_leak = np.prod([eps[y] if o else 1.0 - eps[y] for y, o in zip(target, on)])
+        hit = np.array([(set(row.tolist()) - extra) | leaked == set(target) for row in labellings])
+        mass += p_leak * hit
+    w = np.exp(lp[np.arange(n), labellings].sum(axis=1)) * mass
+    w /= w.sum()
+    onehot = np.eye(c)[labellings]  # (L, n, C)
+    return np.einsum("l,lia,lmb->iamb", w, onehot, onehot)

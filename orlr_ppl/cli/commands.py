@@ -63,8 +63,8 @@ def prior_scale(value: float | str) -> float | str | None:
 
 
 def inference_from_args(args: argparse.Namespace, method: str) -> Any:
-    """The settings object of ``method`` ("em", "map", "nuts", "svi") from the fit options."""
-    from ..inference.methods import EM, MAP, NUTS, SVI
+    """The settings object of ``method`` ("map", "em", "laplace", "nuts", "svi") from the fit options."""
+    from ..inference.methods import EM, MAP, NUTS, SVI, Laplace
 
     max_iter = getattr(args, "max_iter", None)
     iterations = {} if max_iter is None else {"max_iter": max_iter}
@@ -78,6 +78,8 @@ def inference_from_args(args: argparse.Namespace, method: str) -> Any:
         return EM(**iterations, bag_fraction=getattr(args, "bag_fraction", EM.bag_fraction))
     if method == "map":
         return MAP(**iterations)
+    if method == "laplace":
+        return Laplace(**iterations, num_draws=args.num_samples)
     if method == "svi":
         return SVI(num_draws=args.num_samples, progress_bar=not args.quiet)
     return NUTS(

@@ -109,10 +109,12 @@ def _add_fit_args(
         "--max-iter",
         type=int,
         default=None,
-        help=f"EM / L-BFGS iterations (None: {EM.max_iter} for EM, {MAP.max_iter} for MAP)",
+        help=f"EM / L-BFGS iterations (None: {EM.max_iter} for EM, {MAP.max_iter} for MAP and Laplace's MAP)",
     )
     p.add_argument("--num-warmup", type=int, default=num_warmup, help="NUTS warmup iterations per chain")
-    p.add_argument("--num-samples", type=int, default=num_samples, help="NUTS draws per chain")
+    p.add_argument(
+        "--num-samples", type=int, default=num_samples, help="NUTS draws per chain; SVI's and Laplace's draws"
+    )
     p.add_argument("--num-chains", type=int, default=num_chains, help="NUTS chains")
     p.add_argument(
         "--max-num-samples",
@@ -249,9 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit_args(fit)
     fit.add_argument(
         "--method",
-        choices=["em", "map", "nuts", "svi", "mimm"],
-        default="em",
-        help="ORLR's inference method, or mimm: the multi-instance mixture model (EM)",
+        choices=["map", "em", "laplace", "nuts", "svi", "mimm"],
+        default="map",
+        help="ORLR's inference method (map, em: the posterior mode; laplace, nuts, svi: the posterior), "
+        "or mimm: the multi-instance mixture model (EM)",
     )
     fit.add_argument("--covariance", choices=["diag", "full"], default="diag", help="mimm: class covariances")
     fit.add_argument(

@@ -9,9 +9,11 @@ softmax``), not from differentiating through the scan.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .slots import spread_slots
 from .subset_dp import BucketInputs, DPResult, buckets_dp, buckets_dp_unchecked
@@ -163,3 +165,90 @@ def _bll_bwd(saved: tuple[Array, Array | None], g: Array):
 
 
 bucket_log_likelihood.defvjp(_bll_fwd, _bll_bwd)
+
+
+class PairPosteriors(NamedTuple):
+    """One instance position's pairwise slot posteriors in a bucket (``buckets_pair_posteriors``).
+
+    Attributes:
+        marginals: (B, N, K) ``p(y_m = slot l | Y_b, X_b)``, every instance's (zero on
+            padding and padded slots).
+        weights: (B, K) ``p(y_i = slot j | Y_b, X_b)`` for the position ``i`` asked for
+            (zero where ``i`` is past the bucket's instances or a padded one).
+        conditional: (B, K, N, K) ``p(y_m = slot l | y_i = slot j, Y_b, X_b)``, zero
+            where the weight is zero (a slot instance ``i`` cannot take).
+    """
+
+    marginals: Array
+    weights: Array
+    conditional: Array
+
+
+def _clamped(inputs: BucketInputs, instance: Array) -> BucketInputs:
+    """``K + 1`` copies of each bag, bag-minor: copy 0 as given, copy ``j + 1`` with instance
+    ``instance`` allowed slot ``j`` alone (a known label: its other slots at probability zero).
+
+    Where the instance cannot take slot ``j`` (a padded slot, or another known label) copy
+    ``j + 1`` is left as given: its weight is zero, and a bag of probability zero would
+    read as one near underflow.
+    """
+    n, k, b = inputs.slot_log_probs.shape
+    i = jnp.minimum(instance, n - 1)
+    copies = k + 1
+    row = lax.dynamic_index_in_dim(inputs.slot_log_probs, i, keepdims=False)  # (K, B)
+    possible = inputs.label_mask & jnp.isfinite(row)  # (K, B)
+    only = jnp.eye(k, dtype=bool)[:, :, None] | ~possible[:, None, :]  # (copy - 1, K, B)
+    allowed = jnp.concatenate([jnp.ones((1, k, b), bool), only])  # (copy, K, B)
+    rows = jnp.where(allowed, row[None], -jnp.inf)  # (copy, K, B)
+    tiled = jnp.broadcast_to(inputs.slot_log_probs[:, :, None, :], (n, k, copies, b))
+    at_i = jnp.arange(n)[:, None, None, None] == i
+    slot_lp = jnp.where(at_i, jnp.transpose(rows, (1, 0, 2))[None], tiled).reshape(n, k, copies * b)
+
+    def tile(a: Array | None) -> Array | None:
+        return (
+            None
+            if a is None
+            else jnp.broadcast_to(a[:, None, :], a.shape[:1] + (copies, b)).reshape(a.shape[0], copies * b)
+        )
+
+    return BucketInputs(
+        slot_lp, tile(inputs.mask), tile(inputs.label_mask), tile(inputs.leak), tile(inputs.optional)
+    )
+
+
+def buckets_pair_posteriors(
+    buckets: Sequence[tuple[Array, ...]], instance: Array, fallback: bool = True
+) -> tuple[list[PairPosteriors], Array]:
+    """Instance position ``instance``'s pairwise slot posteriors in every bag of several buckets.
+
+    ``p(y_i = j, y_m = l | Y) = p(y_i = j | Y) p(y_m = l | y_i = j, Y)``: each bag runs
+    the DP once as given and once for each slot ``j`` with instance ``i`` held at it
+    (a known label), all buckets in one call (shared scans, as ``buckets_posteriors``).
+    The Hessian of the log-likelihood needs these: the covariance of two instances'
+    labels given the bag's label set (``model.curvature``). Cost: ``K + 1`` DPs a bag.
+
+    Args:
+        buckets: per bucket ``(logits, mask, labels, label_mask[, log_leak, optional,
+            known])`` as ``bucket_log_likelihood`` takes them.
+        instance: () int, the position ``i`` (past a bucket's ``N``: zero weights there).
+        fallback: as ``buckets_posteriors``.
+    Returns:
+        Per bucket ``PairPosteriors``, and () whether every bag was resolved in
+        probability space (always True with ``fallback``).
+    """
+    inputs = [_padded_inputs(*b)[1] for b in buckets]
+    clamped = [_clamped(x, instance) for x in inputs]
+    if fallback:
+        results, resolved = buckets_dp(clamped, with_posteriors=True), jnp.asarray(True)
+    else:
+        results, resolved = buckets_dp_unchecked(clamped, with_posteriors=True)
+    out = []
+    for x, res in zip(inputs, results):
+        n, k, b = x.slot_log_probs.shape
+        post = jnp.transpose(res.posteriors.reshape(n, k, k + 1, b), (3, 2, 0, 1))  # (B, copy, N, K)
+        marginals = post[:, 0]
+        i = jnp.minimum(instance, n - 1)
+        weights = jnp.where(instance < n, lax.dynamic_index_in_dim(marginals, i, axis=1, keepdims=False), 0.0)
+        conditional = jnp.where(weights[:, :, None, None] > 0, post[:, 1:], 0.0)
+        out.append(PairPosteriors(marginals, weights, conditional))
+    return out, resolved

@@ -39,7 +39,7 @@ from ..evaluation.metrics import CREDIBLE_MASS, check_credible_mass, equal_taile
 from ..features import RBFDictionary, make_feature_map, median_gamma
 from ..features.maps import HEAVY_TAIL_Z, extreme_z, is_quantile_map, to_feature_units
 from ..inference import methods
-from ..inference.methods import EM, MAP, NUTS, SVI, Inference
+from ..inference.methods import EM, MAP, NUTS, SVI, Inference, Laplace
 from ..model.numpyro_model import ModelData, make_model_data
 from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
 from . import (  # its grids read at fit time, so one assignment changes both estimators'
@@ -57,6 +57,9 @@ if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a repo
     from ..inference.arviz_compat import Posterior
     from ..inference.diagnostics import Diagnostics, PointDiagnostics
 
+EVIDENCE = "evidence"
+"""``prior_scale=EVIDENCE``: the scale that maximises the Laplace approximation of the marginal
+likelihood (MacKay's evidence; ``inference.evidence``), chosen before the fit."""
 INCLUSION_EFFECT = 0.5
 """A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
 moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, odds x 1.65)."""
@@ -113,12 +116,13 @@ class ORLR(_KernelFeatures, _BagClassifier):
     instance's posterior given it, are exact (the subset DP, ``dp``).
 
     Args:
-        inference: how to fit: ``"em"`` (the published generalised EM) or
-            ``"map"`` (L-BFGS), point estimates of one objective that agree at
-            convergence; ``"nuts"`` or ``"svi"``, the full posterior
-            (``posterior_``), and predictions averaged over its draws. A name
-            takes the method's default settings; pass ``EM(...)``, ``MAP(...)``,
-            ``NUTS(...)`` or ``SVI(...)`` (``orlr_ppl.EM`` etc.) to change them.
+        inference: how to fit: ``"map"`` (L-BFGS, the default) or ``"em"`` (the
+            published generalised EM), point estimates of one objective, the log
+            posterior, both run to its first-order condition; ``"laplace"``,
+            ``"nuts"`` or ``"svi"``, the full posterior (``posterior_``), and
+            predictions averaged over its draws. A name takes the method's default
+            settings; pass ``MAP(...)``, ``EM(...)``, ``Laplace(...)``, ``NUTS(...)`` or
+            ``SVI(...)`` (``orlr_ppl.MAP`` etc.) to change them.
         prior: the prior of each row of ``W`` (one feature's weights):
             ``"normal"`` (an l2 penalty); ``"l21"`` (a group Laplace, an l2,1
             penalty whose point estimates zero whole rows: feature selection,
@@ -127,7 +131,11 @@ class ORLR(_KernelFeatures, _BagClassifier):
         prior_scale: the prior's scale: the Normal's sd (l2 strength
             ``1 / (2 prior_scale**2)``), the group Laplace's (l2,1 strength
             ``1 / prior_scale``), or the horseshoe's slab; None: flat, plain
-            maximum likelihood. ``ORLRCV`` chooses it by cross-validation.
+            maximum likelihood; ``"evidence"``: chosen by type-II maximum
+            likelihood on the Laplace approximation of the marginal likelihood
+            (MacKay's evidence, ``inference.evidence``; Normal prior), for any
+            ``inference``, with ``evidence_path_`` the scales tried. ``ORLRCV``
+            chooses it by cross-validation instead.
         intercept_scale: sd of the Normal prior on the intercepts; None: flat.
         fit_intercept: learn per-class intercepts ``beta``.
         features: the instance feature map, fitted on the training instances
@@ -169,13 +177,17 @@ class ORLR(_KernelFeatures, _BagClassifier):
     ``feature_scale_`` (d,) and ``feature_quantiles_`` (Q, d). The weights act
     on the mapped features (``coef_in_feature_units`` rewrites linear ones for
     raw features). EM/MAP: ``log_posterior_``, ``n_iter_``, ``converged_``,
-    for EM ``history_``. NUTS/SVI: ``posterior_`` (``xarray.DataTree``; 0.2x ``InferenceData``),
-    ``coef_draws_`` (S, R, K), ``intercept_draws_`` (S, K), for SVI
+    ``optimality_`` (the largest component of the log posterior's gradient at the
+    estimate), for EM ``history_``. Laplace/NUTS/SVI: ``posterior_``
+    (``xarray.DataTree``; 0.2x ``InferenceData``), ``coef_draws_`` (S, R, K),
+    ``intercept_draws_`` (S, K); for Laplace also its MAP's ``log_posterior_``,
+    ``n_iter_``, ``converged_``, ``optimality_`` and ``log_evidence_``; for SVI
     ``losses_``. From a ``MIMLData``: ``class_names_``, ``feature_names_``.
 
     Convergence. ``fit`` issues one ``orlr_ppl.diagnostics.ConvergenceWarning``
     when a check fails (NUTS: R-hat, bulk/tail ESS, divergences, tree depth,
-    E-BFMI, PSIS-LOO k-hat; SVI: k-hat; EM/MAP: stopped before ``tol``);
+    E-BFMI, PSIS-LOO k-hat; Laplace and SVI: the k-hat of their draws against the
+    posterior, and PSIS-LOO's; EM/MAP: the gradient above ``tol``);
     ``diagnostics()`` returns the whole report.
     """
 
@@ -187,7 +199,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
 
     def __init__(
         self,
-        inference: str | Inference = "em",
+        inference: str | Inference = "map",
         prior: str = "normal",
         prior_scale: float | None = 1.0,
         intercept_scale: float | None = 10.0,
@@ -243,16 +255,20 @@ class ORLR(_KernelFeatures, _BagClassifier):
         if instance_labels is not None and self.prune > 0:
             raise ValueError("prune leaves bags out: give instance_labels with prune=0")
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
-        posterior = isinstance(method, NUTS | SVI)
+        posterior = method.posterior
+        sampled = isinstance(method, NUTS | SVI)
         if posterior and self._kernel_spec() is None:
             self._check_linear_features(feats, n_classes + bool(self.novel_class))
         feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; CV's choices
-        # Canonical shapes let fits of one shape family share compiled programs: EM and MAP are
-        # mostly compiling; NUTS and SVI evaluate the gradient thousands of times, and padding cost
-        # them 11-46 % more DP cells, so they pack tight unless a cross-validation asks.
+        # Canonical shapes let fits of one shape family share compiled programs: EM, MAP and
+        # Laplace are mostly compiling; NUTS and SVI evaluate the gradient thousands of times, and
+        # padding cost them 11-46 % more DP cells, so they pack tight unless a cross-validation asks.
         layout = self._shared_layout
-        canonical = not posterior or layout is not None or self._force_canonical
+        canonical = not sampled or layout is not None or self._force_canonical
         feats, padded = self._pad_rows(feats, canonical and not posterior)
+        # The optimisers run in float64: float32's round-off in the log posterior stops their
+        # line searches short of an optimum (the guide's "Optima that are optima").
+        dtype = np.float32 if sampled else np.float64
         data = make_model_data(
             feats,
             label_sets,
@@ -264,16 +280,20 @@ class ORLR(_KernelFeatures, _BagClassifier):
             novel_class=bool(self.novel_class),
             leak=self.leak,
             weight_prior=self.prior,
+            dtype=dtype,
         )
         self.canonical_shapes_ = canonical
-        if posterior:
-            ids = getattr(bags, "bag_ids", None)  # a MIMLData's: the diagnostics name bags by them
-            dropped = set(self.pruned_bags_)
-            kept = None if ids is None else [b for i, b in enumerate(ids) if i not in dropped]
-            self._fit_posterior(data, method, kept)
-        else:
-            self._fit_point(data, method)
-            self._unpad_rows(padded)
+        if self._by_evidence():
+            self._choose_by_evidence(data, feats, label_sets, n_classes, instance_labels, layout, canonical)
+        with jax.enable_x64(not sampled):
+            if posterior:
+                ids = getattr(bags, "bag_ids", None)  # a MIMLData's: the diagnostics name bags by them
+                dropped = set(self.pruned_bags_)
+                kept = None if ids is None else [b for i, b in enumerate(ids) if i not in dropped]
+                self._fit_posterior(data, method, kept)
+            else:
+                self._fit_point(data, method)
+                self._unpad_rows(padded)
         self.n_classes_ = n_classes
         self._drop_zero_rows()
         # The warnings are issued here, with stacklevel 2, so that they point at the caller of fit.
@@ -296,12 +316,20 @@ class ORLR(_KernelFeatures, _BagClassifier):
         for scale in scales:
             if isinstance(scale, str):
                 raise ValueError(
-                    f"prior_scale={scale!r}: give a number, or None (flat); to choose it by bag-level "
-                    "cross-validation use ORLRCV (from orlr_ppl import ORLRCV)"
+                    f"prior_scale={scale!r}: give a number, None (flat), or {EVIDENCE!r} (chosen by the "
+                    "Laplace evidence); to choose it by bag-level cross-validation use ORLRCV "
+                    "(from orlr_ppl import ORLRCV)"
                 )
             if scale is not None and not float(scale) > 0:
                 raise ValueError(f"prior_scale={scale!r}: give a positive scale, or None (a flat prior)")
-        scale = scales[0]
+        if self._by_evidence() and (self.prior != "normal" or self.leak == "learn"):
+            raise ValueError(
+                f"prior_scale={EVIDENCE!r} with prior={self.prior!r}, leak={self.leak!r}: the evidence is "
+                "the "
+                "Laplace approximation's, which needs the Normal prior and no learnt leak (a fixed leak, "
+                "leak=0.05, works); give a prior_scale, or use ORLRCV"
+            )
+        scale = scales[0] if scales else 1.0
         if self.prior == "group_horseshoe" and (not isinstance(method, NUTS | SVI) or scale is None):
             raise ValueError(
                 f"prior='group_horseshoe' with inference={method.name!r}, prior_scale={scale!r}: its "
@@ -312,7 +340,46 @@ class ORLR(_KernelFeatures, _BagClassifier):
 
     def _prior_scales(self) -> list[float | None]:
         """The prior scales to fit with: ``prior_scale`` here, ``ORLRCV``'s candidates there."""
-        return [self.prior_scale]
+        return [] if self._by_evidence() else [self.prior_scale]
+
+    def _by_evidence(self) -> bool:
+        """``prior_scale="evidence"`` (``ORLRCV`` has candidates instead)."""
+        return getattr(self, "prior_scale", None) == EVIDENCE
+
+    def _choose_by_evidence(
+        self,
+        data: ModelData,
+        feats: list[np.ndarray],
+        label_sets: list[Any],
+        n_classes: int,
+        instance_labels: Sequence[Iterable[int]] | None,
+        layout: Layout | None,
+        canonical: bool,
+    ) -> None:
+        """``prior_scale="evidence"``: ``prior_scale_`` by type-II maximum likelihood on the Laplace
+        evidence (``inference.evidence``), in float64, before the fit proper; ``evidence_path_``
+        holds every (scale, log evidence) tried."""
+        from ..inference.evidence import fit_evidence
+
+        if data.buckets[0].features.dtype != np.float64:
+            data = make_model_data(
+                feats,
+                label_sets,
+                n_classes,
+                self.max_labels,
+                canonical_shapes=canonical,
+                layout=layout,
+                instance_labels=instance_labels,
+                novel_class=bool(self.novel_class),
+                leak=self.leak,
+                weight_prior=self.prior,
+                dtype=np.float64,
+            )
+        with jax.enable_x64(True):
+            chosen = fit_evidence(data, self.intercept_scale, self.fit_intercept)
+        self.prior_scale_ = chosen.prior_scale
+        self.evidence_path_ = np.asarray(chosen.path, np.float64)
+        self.log_evidence_ = chosen.log_evidence
 
     def _fit_point(self, data: ModelData, method: EM | MAP) -> None:
         """EM or MAP: ``coef_``, ``intercept_``, the optimiser's report, and EM's ``history_``."""
@@ -327,13 +394,15 @@ class ORLR(_KernelFeatures, _BagClassifier):
         self.coef_, self.intercept_ = res.coef, res.intercept
         self.leak_ = res.leak if self.leak == "learn" else self.leak
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
+        self.optimality_ = res.optimality
         if res.history is not None:
             self.history_ = res.history
 
     def _fit_posterior(
-        self, data: ModelData, method: NUTS | SVI, bag_ids: Sequence[Any] | None = None
+        self, data: ModelData, method: Laplace | NUTS | SVI, bag_ids: Sequence[Any] | None = None
     ) -> None:
-        """NUTS or SVI: ``posterior_`` (named by the data's classes, features and bag ids) and its draws."""
+        """Laplace, NUTS or SVI: ``posterior_`` (named by the data's classes, features and bag ids)
+        and its draws; Laplace's mode and evidence too."""
         from ..inference.inference_data import with_names
 
         res = fit_posterior(
@@ -341,6 +410,15 @@ class ORLR(_KernelFeatures, _BagClassifier):
         )
         if res.losses is not None:
             self.losses_ = res.losses
+        if res.gaussian is not None:
+            mode = res.gaussian.map
+            self.log_evidence_ = res.gaussian.log_evidence
+            self.log_posterior_, self.n_iter_, self.converged_ = (
+                mode.log_posterior,
+                mode.n_iter,
+                mode.converged,
+            )
+            self.optimality_ = mode.optimality
         classes = getattr(self, "class_names_", None)
         if classes is not None and self.novel_class:  # W, beta have one more column than the data
             classes = [*classes, NOVEL_CLASS_NAME]
@@ -391,6 +469,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
             method.tol,
             relative_change=change,
             bag_fraction=float(method.bag_fraction) if self._stochastic() else None,  # type: ignore[union-attr]
+            optimality=getattr(self, "optimality_", None),
         )
 
     def coef_in_feature_units(self) -> tuple[np.ndarray, np.ndarray]:
@@ -447,14 +526,20 @@ class ORLR(_KernelFeatures, _BagClassifier):
         """``posterior_``'s diagnostics, whose problems end with the heavy-tailed features carrying
         failing weights; with ``warn``, one ``ConvergenceWarning`` (pointing at the caller of ``fit``)
         when a check fails. A loaded model reads those features from its ``metadata.json``."""
-        from ..inference.diagnostics import diagnose, warn_if_unconverged
+        from ..inference.diagnostics import diagnose, optimizer_diagnostics, warn_if_unconverged
 
         # Absent: kernel features, or a model saved before the record was kept.
         heavy = getattr(self, "heavy_tailed_features_", None) or {}
         note = partial(heavy_tail_note, heavy)
+        mode = ""
+        if getattr(self, "converged_", True) is False:  # a Laplace posterior's MAP
+            method = self._method()
+            mode = optimizer_diagnostics(
+                "map", False, self.n_iter_, method.max_iter, method.tol, optimality=self.optimality_
+            ).problems[0]
         if warn:
-            return warn_if_unconverged(self.posterior_, stacklevel=3, note=note)
-        return diagnose(self.posterior_, note=note)
+            return warn_if_unconverged(self.posterior_, stacklevel=3, note=note, mode_problem=mode)
+        return diagnose(self.posterior_, note=note, mode_problem=mode)
 
     def _pad_rows(self, feats: list[np.ndarray], canonical: bool) -> tuple[list[np.ndarray], int]:
         """Kernel point fits on canonical shapes: zero feature columns up to ``canonical_size(R)``.
@@ -810,17 +895,21 @@ class ORLR(_KernelFeatures, _BagClassifier):
                 pruned[name] = float(getattr(self, name))
         if getattr(self, "n_pruned_rows_", 0):
             pruned["n_pruned_rows_"] = int(self.n_pruned_rows_)
+        mode = {}  # a point fit's report, and the MAP a Laplace posterior sits at
+        if hasattr(self, "log_posterior_"):
+            mode = {
+                "log_posterior_": float(self.log_posterior_),
+                "n_iter_": int(self.n_iter_),
+                "converged_": bool(self.converged_),
+                "optimality_": float(self.optimality_),
+            }
+        if getattr(self, "log_evidence_", None) is not None:
+            mode["log_evidence_"] = float(self.log_evidence_)
         if hasattr(self, "posterior_"):
             heavy = getattr(self, "heavy_tailed_features_", None)
             if heavy is not None:  # the convergence report of the loaded model names them too
                 pruned["heavy_tailed_features_"] = {str(f): float(z) for f, z in heavy.items()}
-            return pruned
-        return {
-            **pruned,
-            "log_posterior_": float(self.log_posterior_),
-            "n_iter_": int(self.n_iter_),
-            "converged_": bool(self.converged_),
-        }
+        return {**pruned, **mode}
 
     def _default_name(self) -> str:
         return f"orlr-{self._method().name}"
@@ -899,7 +988,7 @@ class ORLRCV(ORLR):
         cv: int = 3,
         scoring: str = "log_likelihood",
         progress_bar: bool = True,
-        inference: str | Inference = "em",
+        inference: str | Inference = "map",
         prior: str = "normal",
         intercept_scale: float | None = 10.0,
         fit_intercept: bool = True,
@@ -986,11 +1075,13 @@ def params_of_format_1(old: dict[str, Any], fitted: Mapping[str, Any]) -> dict[s
     The method's settings become its settings object (the feature map's,
     ``persistence.features_of_format_1``, come first); an ``"auto"`` scale the
     value the fit chose (``fitted``); layout and CV settings, which shaped the
-    fit but not the model, are dropped.
+    fit but not the model, are dropped, and so is ``tol``, then a tolerance on the
+    log posterior's relative change, now one on its gradient (the default applies).
     """
     params = dict(old)
     method = params.pop("method", "em")
-    taken = {k: params.pop(k) for k in list(params) if k in RENAMED}
+    taken = {k: params.pop(k) for k in list(params) if k in RENAMED and k != "tol"}
+    params.pop("tol", None)
     rename = {"svi_steps": "num_steps", "num_samples": "num_draws"} if method == "svi" else {}
     settings_class = methods.METHODS.get(method)
     if settings_class is None:
@@ -1048,9 +1139,10 @@ class PointFit(NamedTuple):
     Attributes:
         coef: (d, C) weights. intercept: (C,) intercepts.
         log_posterior: the final log posterior. n_iter: iterations run.
-        converged: the stopping rule met ``tol``.
+        converged: the first-order condition holds (``optimality <= tol``).
         history: EM: (n_iter + 1,) log posterior per iteration; MAP: None.
         leak: the learnt leak probability (``leak="learn"``), else None.
+        optimality: the first-order residual at the estimate (``inference.optimality``).
     """
 
     coef: np.ndarray
@@ -1060,6 +1152,7 @@ class PointFit(NamedTuple):
     converged: bool
     history: np.ndarray | None
     leak: float | None = None
+    optimality: float = float("nan")
 
 
 def fit_point(
@@ -1090,33 +1183,53 @@ def fit_point(
         res = fit_map(data, **scales, max_iter=method.max_iter, tol=method.tol)
         history = None
     coef, intercept = np.asarray(res.W), np.asarray(res.beta)
-    return PointFit(coef, intercept, res.log_posterior, res.n_iter, res.converged, history, res.leak)
+    return PointFit(
+        coef, intercept, res.log_posterior, res.n_iter, res.converged, history, res.leak, res.optimality
+    )
 
 
 class PosteriorFit(NamedTuple):
-    """A NUTS or SVI posterior.
+    """A Laplace, NUTS or SVI posterior.
 
     Attributes:
         posterior: the draws (``arviz_compat.Posterior``).
-        losses: SVI: (num_steps,) the loss (negative ELBO) per step; NUTS: None.
+        losses: SVI: (num_steps,) the loss (negative ELBO) per step; else None.
+        gaussian: Laplace: the approximation (``laplace.Gaussian``: its MAP, Hessian and
+            evidence); else None.
     """
 
     posterior: Posterior
     losses: np.ndarray | None
+    gaussian: Any = None
 
 
 def fit_posterior(
     data: ModelData,
-    method: NUTS | SVI,
+    method: Laplace | NUTS | SVI,
     prior_scale: float | None,
     intercept_scale: float | None,
     fit_intercept: bool,
     seed: int = 0,
 ) -> PosteriorFit:
-    """Sample the posterior with NUTS, or fit an SVI guide and draw from it, with ``method``'s settings."""
+    """The posterior with ``method``'s settings: the Laplace approximation's draws (float64
+    ``data`` under ``jax.enable_x64``), NUTS's, or an SVI guide's."""
     from ..inference.chain_setup import check_whitenable, whitened_size
+    from ..inference.laplace import fit_laplace
     from ..inference.nuts import fit_nuts
     from ..inference.svi import fit_svi
+
+    if isinstance(method, Laplace):
+        res = fit_laplace(
+            data,
+            prior_scale,
+            intercept_scale,
+            fit_intercept,
+            method.num_draws,
+            seed,
+            method.max_iter,
+            method.tol,
+        )
+        return PosteriorFit(res.posterior, None, res.gaussian)
 
     common = {
         "prior_scale": prior_scale,

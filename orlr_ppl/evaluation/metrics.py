@@ -17,10 +17,14 @@ average precision: bags with an empty set), where scikit-learn counts them as
 0 or 1, so those bags are dropped before the call. One-error and ECE have no
 scikit-learn counterpart.
 
-Instance metrics (``instance_accuracy``, ``macro_f1``,
-``expected_calibration_error``) take B true-label arrays (n_b,) in which -1
-marks an unlabelled instance (half the HJA birdsong segments): those
-instances are left out, and a ValueError says so when none is left.
+Instance metrics (``instance_accuracy``, ``macro_f1``, ``log_loss``,
+``brier_score``, ``selective_accuracy``, ``expected_calibration_error``) take B
+true-label arrays (n_b,) in which -1 marks an unlabelled instance (half the HJA
+birdsong segments): those instances are left out, and a ValueError says so when
+none is left. ``log_loss`` and ``brier_score`` are proper scoring rules: their
+expectation is best only for the true probabilities, so they, not accuracy or
+ECE alone, say whether one predictive (a posterior's) is better than another (a
+point estimate's). ``instance_scores`` reports them together.
 """
 
 from __future__ import annotations
@@ -195,6 +199,88 @@ def expected_calibration_error(
         if sel.any():
             ece += sel.mean() * abs(np.mean(pred[sel] == t[sel]) - conf[sel].mean())
     return float(ece)
+
+
+def _labelled_probabilities(
+    true_labels: Sequence[np.ndarray], probabilities: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(m,) true labels and (m, C) probability rows of the labelled instances, all bags pooled."""
+    p = np.concatenate([np.asarray(x, np.float64) for x in probabilities], axis=0)
+    t, p = labelled_instances(true_labels, p, "probability rows")
+    if t.max() >= p.shape[1]:
+        raise ValueError(f"true label {int(t.max())} but the probability rows have {p.shape[1]} classes")
+    return t, p
+
+
+def log_loss(true_labels: Sequence[np.ndarray], probabilities: Sequence[np.ndarray]) -> float:
+    """Mean negative log probability of the true label (nats), over the labelled instances.
+
+    The held-out log loss (NLL) of a predictive: a strictly proper score, lower is
+    better. A probability below float64's smallest normal number counts as that
+    number (about 1e-308), so a confident mistake costs about 708 nats, not infinity.
+
+    Args:
+        true_labels: B int arrays (n_b,), class indices or -1 (left out).
+        probabilities: B arrays (n_b, C) of class probabilities.
+    """
+    t, p = _labelled_probabilities(true_labels, probabilities)
+    return float(-np.mean(np.log(np.maximum(p[np.arange(t.size), t], np.finfo(np.float64).tiny))))
+
+
+def brier_score(true_labels: Sequence[np.ndarray], probabilities: Sequence[np.ndarray]) -> float:
+    """Mean over the labelled instances of ``sum_c (p_c - [y = c])**2``: the multi-class Brier score.
+
+    A strictly proper score in [0, 2], lower is better; unlike ``log_loss`` it is
+    bounded, so a few confident mistakes weigh less. Arguments as ``log_loss``.
+    """
+    t, p = _labelled_probabilities(true_labels, probabilities)
+    onehot = np.zeros_like(p)
+    onehot[np.arange(t.size), t] = 1.0
+    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)))
+
+
+SELECTIVE_COVERAGE = 0.8
+"""The share of instances ``selective_accuracy`` keeps: the most confident 80 %."""
+
+
+def selective_accuracy(
+    true_labels: Sequence[np.ndarray],
+    probabilities: Sequence[np.ndarray],
+    coverage: float = SELECTIVE_COVERAGE,
+) -> float:
+    """Accuracy of the top class on the ``coverage`` share of labelled instances predicted most confidently.
+
+    What a user who labels only the instances the model is surest of gets: a better
+    ranking of its confidences raises it even when plain accuracy is unchanged.
+    ``ceil(coverage * m)`` instances are kept, ties in confidence broken by position.
+    """
+    if not 0.0 < coverage <= 1.0:
+        raise ValueError(f"coverage={coverage}: give the share of instances to keep, in (0, 1]")
+    t, p = _labelled_probabilities(true_labels, probabilities)
+    keep = np.argsort(-p.max(axis=1), kind="stable")[: int(np.ceil(coverage * t.size))]
+    return float(np.mean(p[keep].argmax(axis=1) == t[keep]))
+
+
+INSTANCE_SCORES = ("accuracy", "log_loss", "brier", "ece", "selective_accuracy")
+"""``instance_scores``' keys, in the order the tables show them."""
+
+
+def instance_scores(
+    true_labels: Sequence[np.ndarray], probabilities: Sequence[np.ndarray]
+) -> dict[str, float]:
+    """Accuracy, the two proper scores (``log_loss``, ``brier``), ECE and ``selective_accuracy`` (80 %).
+
+    The comparison of a point fit's predictive with a posterior's: accuracy and ECE
+    alone can favour either, the proper scores say which predicts the labels better.
+    """
+    pred = [np.asarray(p).argmax(axis=1) for p in probabilities]
+    return {
+        "accuracy": instance_accuracy(true_labels, pred),
+        "log_loss": log_loss(true_labels, probabilities),
+        "brier": brier_score(true_labels, probabilities),
+        "ece": expected_calibration_error(true_labels, probabilities),
+        "selective_accuracy": selective_accuracy(true_labels, probabilities),
+    }
 
 
 CREDIBLE_MASS = 0.9

@@ -11,8 +11,9 @@ Everything else goes through here:
   with dims, coords and per-group attributes; ``dict_to_dataset`` one group.
 * ``groups``, ``group``, ``add_groups``, ``map_groups``, ``copy``: the group structure.
 * ``summary``: mean, sd, R-hat, bulk and tail ESS, unrounded (``SUMMARY_COLUMNS``).
-* ``loo`` (with the approximate-posterior correction for SVI draws), ``loo_estimate``,
-  ``pareto_k``, ``bfmi``, ``ess_bulk``.
+* ``loo`` (with the approximate-posterior correction for SVI and Laplace draws),
+  ``loo_estimate``, ``pareto_k``, ``importance_k`` (one set of importance ratios),
+  ``bfmi``, ``ess_bulk``.
 * ``scalar_draws``: each scalar's (chain, draw) draws, labelled as ``summary``'s rows.
 * ``to_netcdf`` / ``from_netcdf``: ``posterior.nc``, one netCDF4 group per ArviZ group
   under both stacks, so a file written by either reads with the other (and with
@@ -41,6 +42,7 @@ ARVIZ_1 = ARVIZ_VERSION >= (1, 0)
 """True for ArviZ 1.x (DataTree), False for 0.2x (InferenceData)."""
 
 if ARVIZ_1:
+    import arviz_stats  # noqa: F401  (registers xarray's ``.azstats`` accessor)
     from arviz_base.labels import BaseLabeller
     from arviz_base.sel_utils import xarray_var_iter
 
@@ -247,6 +249,20 @@ def loo_estimate(idata) -> dict[str, float]:
     if ARVIZ_1:
         return {"elpd_loo": float(result.elpd), "se": float(result.se), "p_loo": float(result.p)}
     return {"elpd_loo": float(result["elpd_loo"]), "se": float(result["se"]), "p_loo": float(result["p_loo"])}
+
+
+def importance_k(log_ratios: np.ndarray) -> float:
+    """The Pareto k-hat of (S,) importance log ratios ``log p - log q`` of independent draws from q.
+
+    PSIS's shape estimate of the ratios' upper tail (Vehtari et al. 2024): above 0.7
+    the ratios' mean is unreliable, and q (a variational or Laplace approximation) is
+    too far from p for its draws to stand for p's (Yao et al. 2018).
+    """
+    lw = np.asarray(log_ratios, np.float64).reshape(-1)
+    lw = lw - lw.max()
+    if ARVIZ_1:
+        return float(xr.DataArray(lw[None], dims=("chain", "draw")).azstats.psislw(r_eff=1.0)[1])
+    return float(az.psislw(lw, 1.0)[1])
 
 
 def pareto_k(idata) -> xr.DataArray:

@@ -1,4 +1,4 @@
-"""Can the posterior be trusted? Convergence checks for NUTS and SVI fits, and EM/MAP stopping.
+"""Can the posterior be trusted? Convergence checks for NUTS, SVI and Laplace fits, and EM/MAP stopping.
 
 The checks and their thresholds (module constants):
 
@@ -12,11 +12,16 @@ The checks and their thresholds (module constants):
 * E-BFMI ``>= BFMI_MIN`` (0.3) in every chain: Betancourt's energy Bayesian
   fraction of missing information ``sum_t (E_t - E_{t-1})^2 / sum_t (E_t - mean E)^2``;
   below it, momentum resampling explores the energy levels poorly;
-* PSIS-LOO Pareto ``k_hat <= PARETO_K_MAX`` (0.7) for every bag.
+* PSIS-LOO Pareto ``k_hat <= PARETO_K_MAX`` (0.7) for every bag;
+* for an approximation q (SVI's guide, the Laplace Gaussian), whose draws keep
+  ``lp = log p(theta, Y)`` and ``log_q``: the Pareto k-hat of the importance
+  ratios ``lp - log_q`` over all draws ``<= PARETO_K_MAX`` (Yao et al. 2018,
+  "Yes, but did it work?"): above it q is too far from the posterior for its
+  draws, or their reweighting, to stand for the posterior's.
 
-The first five are MCMC checks and apply to NUTS only. An SVI posterior is
-one "chain" of independent draws from the fitted guide, for which R-hat and
-ESS say nothing about the fit, so only the PSIS-LOO check applies to it. A
+The first five are MCMC checks and apply to NUTS only. An SVI or Laplace
+posterior is one "chain" of independent draws from q, for which R-hat and ESS
+say nothing about the fit, so only the two k-hat checks apply to it. A
 parameter that is exactly constant over all draws (``beta`` when
 ``fit_intercept=False``) has no defined R-hat and is not flagged.
 
@@ -158,7 +163,30 @@ def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
     if _stat(stats, "energy") is not None and post.sizes["draw"] > 1:
         out["bfmi"] = [float(v) for v in azc.bfmi(idata)]
     out.update(_loo_summary(idata))
+    out["approximation"] = (
+        None
+        if out["mcmc"]
+        else APPROXIMATIONS.get(
+            str((stats.attrs if stats is not None else {}).get("inference", "svi")), "SVI"
+        )
+    )
+    out["approximation_k"] = _approximation_k(stats)
     return out
+
+
+APPROXIMATIONS = {"svi": "SVI", "laplace": "Laplace"}
+"""The approximate posteriors' names by ``sample_stats.attrs["inference"]`` (absent: SVI, saved before it)."""
+
+
+def _approximation_k(stats: xr.Dataset | None) -> float | None:
+    """Pareto k-hat of the draws' importance ratios ``lp - log_q`` (None without both)."""
+    if stats is None or "lp" not in stats or "log_q" not in stats:
+        return None
+    ratios = np.asarray(stats["lp"], np.float64) - np.asarray(stats["log_q"], np.float64)
+    if not np.all(np.isfinite(ratios)):
+        return float("inf")
+    with quiet_arviz():
+        return azc.importance_k(ratios)
 
 
 def _worst(values: pd.Series, largest: bool, fmt: str) -> str:
@@ -261,6 +289,14 @@ def convergence_problems(
         if low:
             chains = ", ".join(f"chain {c} {v:.2f}" for c, v in low)
             problems.append(f"E-BFMI below {BFMI_MIN} ({chains}): the sampler explores the energy poorly")
+    k_q = stats.get("approximation_k")
+    if k_q is not None and not k_q <= PARETO_K_MAX:
+        name = stats.get("approximation") or "SVI"
+        problems.append(
+            f"the {name} approximation is far from the posterior: the Pareto k̂ of its draws' importance "
+            f"ratios p / q is {k_q:.2f} (> {PARETO_K_MAX}; Yao et al. 2018), so its draws, and their "
+            "reweighting, do not stand for the posterior's"
+        )
     n_high = stats.get("n_high_pareto_k")
     if n_high:
         worst = ", ".join(f"bag {b} {k:.2f}" for b, k in stats["worst_pareto_k"] if not k <= PARETO_K_MAX)
@@ -271,7 +307,7 @@ def convergence_problems(
             + (
                 "and each such bag pulls strongly on the posterior"
                 if mcmc
-                else "as the guide is too far from their leave-one-out posteriors for the draws' "
+                else "as the approximation is too far from their leave-one-out posteriors for the draws' "
                 "importance weights to correct"
             )
         )
@@ -294,6 +330,8 @@ class Diagnostics(NamedTuple):
         divergence_ranks: ``divergent_draw_ranks``, where the divergent draws
             sit in each scalar (None for SVI; empty without divergences).
         note: the caller's advice (``diagnose``'s ``note``), also the last problem; "" without one.
+        mode: a Laplace posterior's MAP that did not converge (``diagnose``'s ``mode_problem``),
+            also the first problem; "" otherwise.
     """
 
     table: pd.DataFrame
@@ -303,6 +341,7 @@ class Diagnostics(NamedTuple):
     chain_means: pd.DataFrame | None = None
     divergence_ranks: pd.DataFrame | None = None
     note: str = ""
+    mode: str = ""
 
     def summary_lines(self) -> list[str]:
         """A short text report: R-hat, ESS, divergences, tree depth, E-BFMI, LOO k-hat, verdict."""
@@ -333,10 +372,16 @@ class Diagnostics(NamedTuple):
                 f"E-BFMI {bfmi} [>= {BFMI_MIN}]"
             )
         else:
+            source = "the Gaussian at the MAP" if s.get("approximation") == "Laplace" else "the guide"
             lines.append(
-                f"SVI: {s['n_chains'] * s['n_draws']} independent draws from the guide "
-                "(R-hat and ESS do not apply)"
+                f"{s.get('approximation') or 'SVI'}: {s['n_chains'] * s['n_draws']} independent draws from "
+                f"{source} (R-hat and ESS do not apply)"
             )
+            if s.get("approximation_k") is not None:
+                lines.append(
+                    f"importance ratios p / q: Pareto k̂ {_fmt(s['approximation_k'], '.2f')} "
+                    f"[<= {PARETO_K_MAX}]"
+                )
         if s["n_bags"] is not None:
             lines.append(
                 f"PSIS-LOO: {s['n_high_pareto_k']} of {s['n_bags']} bags "
@@ -363,17 +408,20 @@ def diagnose(
     feature_names: Sequence[str] | None = None,
     *,
     note: Callable[[Diagnostics], str] | None = None,
+    mode_problem: str = "",
 ) -> Diagnostics:
-    """Every convergence check of a NUTS or SVI posterior (see the module docstring).
+    """Every convergence check of a NUTS, SVI or Laplace posterior (see the module docstring).
 
     ``note``: given the failed ``Diagnostics``, a sentence the caller knows and this module cannot
-    (e.g. about the data); when not empty it ends ``problems``.
+    (e.g. about the data); when not empty it ends ``problems``. ``mode_problem``: for a Laplace
+    posterior, the MAP's own failure (``optimizer_diagnostics``'s sentence), which comes first.
     """
     table = convergence_table(idata, class_names, feature_names)
     stats = sampler_summary(idata)
     means, ranks = chain_tables(idata, class_names, feature_names) if stats["mcmc"] else (None, None)
-    problems = convergence_problems(table, stats, means, ranks)
-    result = Diagnostics(table, stats, problems, not problems, means, ranks)
+    problems = [mode_problem] if mode_problem else []
+    problems += convergence_problems(table, stats, means, ranks)
+    result = Diagnostics(table, stats, problems, not problems, means, ranks, mode=mode_problem)
     extra = note(result) if note is not None and problems else ""
     return result._replace(problems=[*problems, extra], note=extra) if extra else result
 
@@ -382,7 +430,7 @@ def warning_message(diagnostics: Diagnostics) -> str:
     """The ``ConvergenceWarning``'s one short paragraph: what failed, with its worst figure, and the
     one thing to try next (``next_step``); ``ORLR.diagnostics()`` keeps every check in full."""
     s = diagnostics.sampler
-    kind = "NUTS" if s["mcmc"] else "SVI"
+    kind = "NUTS" if s["mcmc"] else (s.get("approximation") or "SVI")
     figures = failure_figures(diagnostics)
     # The chains passed every MCMC check; only PSIS-LOO is in doubt, and the lead says so.
     loo_only = s["mcmc"] and s.get("n_high_pareto_k") and len(figures) == 1 and not diagnostics.note
@@ -391,6 +439,8 @@ def warning_message(diagnostics: Diagnostics) -> str:
         if loo_only
         else f"the {kind} posterior is not yet to be trusted"
     )
+    if diagnostics.mode:  # the Gaussian sits at a MAP that did not converge: that comes first
+        figures = ["its MAP did not converge", *figures]
     return (
         f"{lead}: {'; '.join(figures)}. Next: {next_step(diagnostics)}. "
         "ORLR.diagnostics() reports every check in full."
@@ -422,13 +472,16 @@ def failure_figures(diagnostics: Diagnostics) -> list[str]:
     low = [v for v in (s.get("bfmi") or []) if not v >= BFMI_MIN] if s["mcmc"] else []
     if low:
         out.append(f"E-BFMI down to {min(low):.2f} against {BFMI_MIN}")
+    k_q = s.get("approximation_k")
+    if k_q is not None and not k_q <= PARETO_K_MAX:
+        out.append(f"the draws' importance ratios p / q have Pareto k̂ {k_q:.2f} against {PARETO_K_MAX}")
     if s.get("n_high_pareto_k"):
         out.append(
             f"Pareto k̂ above {PARETO_K_MAX} for {100 * s['loo_high_k_share']:.1f}% of bags "
             + (
                 "(influential bags, for which PSIS-LOO is unreliable)"
                 if s["mcmc"]
-                else "(the guide is too far from the posterior for PSIS-LOO's weights to correct)"
+                else "(the approximation is too far from the posterior for PSIS-LOO's weights to correct)"
             )
         )
     return out or diagnostics.problems[:1]  # a check with no figure (a sampler that never moved)
@@ -440,10 +493,15 @@ def next_step(diagnostics: Diagnostics) -> str:
     caller's note (``Diagnostics.note``); a better-scaled posterior after tree-depth caps; more draws
     for slow mixing; a longer warmup for low E-BFMI; for k̂ alone, what it means."""
     s = diagnostics.sampler
+    if not s["mcmc"] and s.get("approximation") == "Laplace":
+        return (
+            "sample the posterior with inference='nuts' (one Gaussian at one mode misses what the posterior "
+            "holds beyond it), and compare their held-out scores"
+        )
     if not s["mcmc"]:
         return (
-            "fit the guide longer (SVI(num_steps=...)), try SVI(guide='lowrank'), or sample with "
-            "inference='nuts'"
+            "fit the guide longer (SVI(num_steps=...)), try SVI(guide='lowrank'), or use inference='laplace' "
+            "or 'nuts'"
         )
     if s.get("interrupted"):
         return "run the fit again and let it finish"
@@ -470,7 +528,10 @@ def next_step(diagnostics: Diagnostics) -> str:
 
 
 def failing_parameters(diagnostics: Diagnostics) -> list[str]:
-    """Row labels of ``diagnostics.table`` (``W[x6, WETA]``, ...) that fail R-hat or an ESS check."""
+    """Row labels of ``diagnostics.table`` (``W[x6, WETA]``, ...) that fail R-hat or an ESS check
+    (none for an approximation's independent draws, to which neither check applies)."""
+    if not diagnostics.sampler["mcmc"]:
+        return []
     failed = set().union(*(bad.index for bad in _mixing_failures(diagnostics.table).values()))
     return [p for p in diagnostics.table.index if p in failed]
 
@@ -482,14 +543,15 @@ def warn_if_unconverged(
     *,
     stacklevel: int = 2,
     note: Callable[[Diagnostics], str] | None = None,
+    mode_problem: str = "",
 ) -> Diagnostics:
     """``diagnose`` and, if any check fails, issue one ``ConvergenceWarning`` (``warning_message``).
 
     Returns the ``Diagnostics`` (so callers need not compute them twice).
     ``stacklevel`` as in ``warnings.warn``, counted from the caller.
-    ``note``: as in ``diagnose``; it ends the warning too.
+    ``note``, ``mode_problem``: as in ``diagnose``; they end and lead the warning too.
     """
-    result = diagnose(idata, class_names, feature_names, note=note)
+    result = diagnose(idata, class_names, feature_names, note=note, mode_problem=mode_problem)
     if result.problems:
         warnings.warn(warning_message(result), ConvergenceWarning, stacklevel=stacklevel + 1)
     return result
@@ -511,8 +573,8 @@ class PointDiagnostics(NamedTuple):
 
     Attributes:
         method: "em" or "map".
-        converged: the relative change of the log posterior fell below ``tol``
-            (EM), or L-BFGS met its tolerances (MAP).
+        converged: the first-order condition holds (``optimality <= tol``); for the
+            MIMM's EM, the relative change of the log posterior fell below ``tol``.
         n_iter: iterations run; max_iter, tol: the settings.
         relative_change: ``|lp_T - lp_{T-1}| / max(|lp_{T-1}|, 1)`` at the last
             EM iteration; None for MAP, or an EM model loaded from disk (the
@@ -521,6 +583,9 @@ class PointDiagnostics(NamedTuple):
             stochastic EM, whose fixed budget is its setting, not a failure).
         bag_fraction: stochastic EM's fraction of bags per iteration; None
             for EM on every bag, and for MAP.
+        optimality: the first-order residual at the estimate (``inference.optimality``:
+            the largest component of the log posterior's gradient); None where not
+            measured (the MIMM, a model saved before it was kept).
     """
 
     method: str
@@ -531,18 +596,24 @@ class PointDiagnostics(NamedTuple):
     relative_change: float | None
     problems: list[str]
     bag_fraction: float | None = None
+    optimality: float | None = None
 
     def summary_lines(self) -> list[str]:
-        """One line: iterations, final relative change and the verdict."""
+        """One line: iterations, the first-order residual (or the final relative change), the verdict."""
         iterations = count_noun(self.n_iter, "iteration")
         if self.bag_fraction is not None:
             return [
                 f"stochastic EM ({self.bag_fraction:g} of the bags per iteration): {iterations} "
                 f"(max_iter={self.max_iter}), a fixed budget with no stopping test"
             ]
-        change = "" if self.relative_change is None else f", final relative change {self.relative_change:.2g}"
+        if self.optimality is not None:
+            measure = f", gradient up to {self.optimality:.2g} [<= tol={self.tol:g}]"
+        elif self.relative_change is not None:
+            measure = f", final relative change {self.relative_change:.2g}"
+        else:
+            measure = ""
         verdict = "converged" if self.converged else "NOT converged"
-        return [f"{OPTIMIZERS[self.method]}: {iterations} (max_iter={self.max_iter}){change}; {verdict}"]
+        return [f"{OPTIMIZERS[self.method]}: {iterations} (max_iter={self.max_iter}){measure}; {verdict}"]
 
     def summary(self) -> str:
         return "\n".join(self.summary_lines())
@@ -560,25 +631,41 @@ def optimizer_diagnostics(
     tol: float,
     relative_change: float | None = None,
     bag_fraction: float | None = None,
+    optimality: float | None = None,
 ) -> PointDiagnostics:
     """``PointDiagnostics`` with the problem sentence of an EM/MAP fit that did not converge.
 
     ``bag_fraction`` (stochastic EM) reports a fixed budget instead: no problem.
+    ``optimality``: the first-order residual at the estimate, which the sentence quotes.
     """
     if method not in OPTIMIZERS:
         raise ValueError(f"method={method!r}: point diagnostics are for {tuple(OPTIMIZERS)}")
     problems = []
     if not converged and bag_fraction is None:
         iterations = count_noun(n_iter, "iteration")
-        problem = f"{OPTIMIZERS[method]} stopped after {iterations} without meeting tol={tol:g}"
+        if optimality is not None and np.isfinite(optimality):
+            problem = (
+                f"{OPTIMIZERS[method]} stopped after {iterations} short of an optimum: the log "
+                f"posterior's gradient is up to {optimality:.3g}, above tol={tol:g}"
+            )
+        else:
+            problem = f"{OPTIMIZERS[method]} stopped after {iterations} without meeting tol={tol:g}"
         if n_iter < max_iter:
-            # L-BFGS can stop early when its line search fails (e.g. float32 round-off near the optimum).
-            problem += f" (its line search failed before max_iter={max_iter}); try float64 or a prior_scale"
+            # An optimiser stops early when its line search finds no rise: round-off near the optimum.
+            problem += f" (its line search found no rise before max_iter={max_iter}); try a prior_scale"
+        elif method == "em" and optimality is not None:
+            problem += (
+                "; EM converges at the rate of the information the bag labels leave missing, which can "
+                "take thousands of iterations: raise max_iter, or fit with MAP (L-BFGS), which reaches "
+                "an optimum first"
+            )
         else:
             problem += "; raise max_iter"
         problems.append(problem)
     settings = (int(n_iter), int(max_iter), float(tol))
-    return PointDiagnostics(method, bool(converged), *settings, relative_change, problems, bag_fraction)
+    return PointDiagnostics(
+        method, bool(converged), *settings, relative_change, problems, bag_fraction, optimality
+    )
 
 
 # -- per-scalar tables: convergence statistics, chain means, divergent draws' ranks --

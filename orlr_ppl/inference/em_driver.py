@@ -8,8 +8,12 @@ In the spirit of dynamax's ``SSM.fit_em``, which loops over a model's ``e_step``
   model's own module-level jitted program (``program``, LLVM level 1), with the data as
   arguments: a fit compiles once per shape family and makes no host round trip until it
   returns;
-* the stopping test, a relative change of the log posterior of at most ``tol``, and the
-  history of the log posterior at each kept E-step (NaN past the last);
+* the stopping test: a first-order condition where the model's E-step reports how far its
+  parameters are from one (``EStepOut.residual``: ORLR's, by Fisher's identity, at no extra
+  DP), else a relative change of the log posterior of at most ``tol`` (the MIMM's, whose
+  M-step is exact); and a stop when a pass leaves the log posterior exactly unchanged (a
+  stall: no step could rise), which counts as converged only where the test passes too;
+* the history of the log posterior at each kept E-step (NaN past the last);
 * no M-step after the last E-step, nor after an unresolved one;
 * the restart protocol (``fit``): a first run without the subset DP's log-space fallback,
   which halves the compiled program, and, should an E-step come near underflow, a second
@@ -56,12 +60,17 @@ class EStepOut(NamedTuple):
         stats: what the M-step takes (a pytree: responsibilities and what else it needs).
         key: the PRNG key the next pass takes (the one given if the E-step draws nothing;
             any pytree, ``()`` for a model that never draws).
+        residual: () how far the E-step's parameters are from a first-order optimum (ORLR:
+            the largest component of the log posterior's gradient, or of its least-norm
+            subgradient under a non-smooth prior); the stopping test is then
+            ``residual <= tol``. None: the relative change of the log posterior is.
     """
 
     value: Array
     resolved: Array
     stats: PyTree
     key: PyTree
+    residual: Array | None = None
 
 
 EStepFn = Callable[[Hashable, PyTree, PyTree, PyTree, bool], EStepOut]
@@ -108,6 +117,8 @@ class EMState(NamedTuple):
         stats: M-step first: the statistics of the last kept E-step (at the start, the
             starting responsibilities), which the next M-step takes; else ``()``.
         history: (H,) the log posterior of each kept E-step in order, NaN past the last.
+        residual: () the last E-step's first-order residual (``EStepOut.residual``); NaN
+            where the E-step reports none.
         n_iter: () int, the history slot of the pass in progress: the iterations (E-step and
             M-step) before it. It advances only when another pass follows, so at the end
             ``history[: n_iter + 1]`` holds every pass, the last NaN if it was not kept.
@@ -129,6 +140,7 @@ class EMState(NamedTuple):
     unresolved: Array
     key: PyTree
     max_iter: Array
+    residual: Array
 
 
 def history_length(max_iter: int, least: int) -> int:
@@ -166,10 +178,12 @@ def run(spec: EMSpec, start: EMState, data: PyTree, tol: Array, fallback: bool) 
     """The whole EM from ``start``: a ``lax.while_loop`` of passes, until a stop. Traced, not jitted.
 
     Each pass runs one E-step, so the DP, the costliest part, appears once in the loop
-    body. A pass stops the fit when it converges (``|L - L_prev| <= tol * max(|L_prev|, 1)``,
-    ``L_prev`` the last history entry), when it is pass ``max_iter`` (the ``max_iter + 1``-th
-    history entry), when its E-step is unresolved (``fit`` goes on from there, with the
-    fallback), and, M-step first, when its log posterior is not finite.
+    body. A pass stops the fit when it converges (``residual <= tol`` where the E-step
+    reports a residual, else ``|L - L_prev| <= tol * max(|L_prev|, 1)``, ``L_prev`` the
+    last history entry), when it stalls (``L == L_prev``: the last M-step found no rise),
+    when it is pass ``max_iter`` (the ``max_iter + 1``-th history entry), when its E-step is
+    unresolved (``fit`` goes on from there, with the fallback), and, M-step first, when its
+    log posterior is not finite.
 
     Args:
         spec: the model's functions (static).
@@ -190,14 +204,18 @@ def run(spec: EMSpec, start: EMState, data: PyTree, tol: Array, fallback: bool) 
             params, carry = s.params, s.carry
         out = spec.e_step(config, data, params, s.key, fallback)
         value = out.value if spec.log_prior is None else out.value + spec.log_prior(config, data, params)
-        if spec.stopping_test:
-            old = s.history[jnp.maximum(s.n_iter - 1, 0)]
+        old = s.history[jnp.maximum(s.n_iter - 1, 0)]
+        stalled = jnp.asarray(False)
+        if not spec.stopping_test:
+            converged = jnp.asarray(False)
+        elif out.residual is not None:
+            converged = out.residual <= tol
+            stalled = (s.n_iter > 0) & (value == old)
+        else:
             change = jnp.abs(value - old)
             converged = (s.n_iter > 0) & (change <= tol * jnp.maximum(jnp.abs(old), 1.0))
-        else:
-            converged = jnp.asarray(False)
         kept = out.resolved & jnp.isfinite(value) if spec.m_step_first else out.resolved
-        stop = converged | (s.n_iter >= s.max_iter) | ~kept
+        stop = converged | stalled | (s.n_iter >= s.max_iter) | ~kept
         if spec.m_step_first:  # the proposal stands only where its E-step is kept
             params, carry, stats = _where(kept, (params, carry, out.stats), (s.params, s.carry, s.stats))
         else:  # no M-step after the last E-step, nor after an unresolved one
@@ -210,8 +228,19 @@ def run(spec: EMSpec, start: EMState, data: PyTree, tol: Array, fallback: bool) 
         history = s.history.at[s.n_iter].set(jnp.where(kept, value, jnp.nan))
         n_iter = s.n_iter + jnp.where(stop, 0, 1)
         key = _where(out.resolved, out.key, s.key)  # an unresolved pass is redone on the same draw
+        residual = s.residual if out.residual is None else jnp.where(kept, out.residual, s.residual)
         return EMState(
-            params, carry, stats, history, n_iter, converged & kept, stop, ~out.resolved, key, s.max_iter
+            params,
+            carry,
+            stats,
+            history,
+            n_iter,
+            converged & kept,
+            stop,
+            ~out.resolved,
+            key,
+            s.max_iter,
+            residual,
         )
 
     return lax.while_loop(lambda s: ~s.done, _pass, start)

@@ -11,6 +11,15 @@ from ..model.numpyro_model import ModelArrays, ModelShape
 Array = jax.Array
 
 
+def _counts(e: EStep, arrays: ModelArrays, weights: Array | None, shape: ModelShape) -> tuple[Array, Array]:
+    """``(E[leaks], trials)``: the E-step's expected leaks over all bags and classes, and the
+    Bernoulli(eps) trials they came from (C named classes per real bag), each bucket weighted."""
+    w = jnp.ones(len(arrays)) if weights is None else weights
+    leaks = sum(jnp.sum(lk) for lk in e.leaked)  # already weighted (``stochastic_em.weighted``)
+    bags = sum(wk * jnp.sum(jnp.any(arr[1], axis=1)) for wk, arr in zip(w, arrays))
+    return leaks, bags * shape.n_classes
+
+
 def leak_update(
     params: Params, e: EStep, arrays: ModelArrays, weights: Array | None, shape: ModelShape
 ) -> Params:
@@ -32,9 +41,21 @@ def leak_update(
         ``params`` with ``leak_logit`` replaced by its M-step value.
     """
     a, b = shape.leak_prior
-    w = jnp.ones(len(arrays)) if weights is None else weights
-    leaks = sum(jnp.sum(lk) for lk in e.leaked)  # already weighted (``stochastic_em.weighted``)
-    bags = sum(wk * jnp.sum(jnp.any(arr[1], axis=1)) for wk, arr in zip(w, arrays))
-    eps = (leaks + a) / (bags * shape.n_classes + a + b)
+    leaks, trials = _counts(e, arrays, weights, shape)
+    eps = (leaks + a) / (trials + a + b)
     dtype = params["leak_logit"].dtype
     return {**params, "leak_logit": jnp.asarray(jnp.log(eps) - jnp.log1p(-eps), dtype)}
+
+
+def leak_gradient(params: Params, e: EStep, arrays: ModelArrays, shape: ModelShape) -> Array:
+    """() ``d log p(theta | Y) / d leak_logit`` at the E-step's parameters: ``leaks + a - eps (n + a + b)``, ``n`` trials.
+
+    Fisher's identity: the gradient of the log posterior is that of the expected complete
+    log joint at the E-step's own posteriors, whose leak part is ``leaks log eps + (trials -
+    leaks) log(1 - eps)`` plus the prior ``a log eps + b log(1 - eps)`` on the logit scale. It
+    is zero exactly at ``leak_update``'s value.
+    """
+    a, b = shape.leak_prior
+    leaks, trials = _counts(e, arrays, None, shape)
+    eps = jax.nn.sigmoid(params["leak_logit"])
+    return leaks + a - eps * (trials + a + b)

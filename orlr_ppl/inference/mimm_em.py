@@ -94,7 +94,8 @@ def _start(resp: np.ndarray, n_features: int, max_iter: int, covariance: str) ->
     )
     history = np.full((history_slots(max_iter),), np.nan, dtype)
     no = np.asarray(False)
-    return EMState(params, (), resp, history, np.asarray(0), no, no, no, (), np.asarray(max_iter))
+    nan = np.asarray(np.nan, dtype)  # the MIMM's stopping test is the relative change: no residual
+    return EMState(params, (), resp, history, np.asarray(0), no, no, no, (), np.asarray(max_iter), nan)
 
 
 # -- the MIMM's step functions for ``em_driver.run`` --------------------------------------------------

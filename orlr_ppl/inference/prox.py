@@ -17,8 +17,8 @@ non-smooth penalty never reaches 0).
 
 ``proximal_steps`` takes a fixed number of such steps (EM's M-step), and
 ``fista`` runs the accelerated version with a restart whenever ``F`` rises
-(O'Donoghue & Candes, 2015) until the relative change of ``F`` is below a
-tolerance (the MAP). Both are pure ``lax.while_loop`` programs over a
+(O'Donoghue & Candes, 2015) until the gradient mapping, the first-order
+residual, is below a tolerance (the MAP). Both are pure ``lax.while_loop`` programs over a
 parameter dict.
 """
 
@@ -185,15 +185,19 @@ class FistaResult(NamedTuple):
 
     Attributes:
         params: the minimiser found. objective: ``F`` there (scalar).
-        n_iter: iterations run. converged: the relative change of ``F`` fell
-            below ``tol`` (else ``max_iter`` was reached, or no step decreased
+        n_iter: iterations run. converged: the first-order residual fell to
+            ``tol`` or below (else ``max_iter`` was reached, or no step decreased
             ``F`` any more).
+        residual: the largest component of the last accepted step's gradient mapping
+            ``(y - params) / t``, the composite problem's first-order residual (zero
+            exactly at a minimiser of ``F``; Beck 2017, 10.3).
     """
 
     params: Params
     objective: Array
     n_iter: Array
     converged: Array
+    residual: Array
 
 
 def fista(
@@ -209,8 +213,9 @@ def fista(
 
     Momentum ``(k - 1) / (k + 2)`` extrapolates from the last two iterates;
     when ``F`` rises, the momentum restarts from the last (better) iterate,
-    so ``F`` at the iterates never rises. Stops at a relative change of ``F``
-    of at most ``tol`` between two accepted iterates, or after ``max_iter``.
+    so ``F`` at the iterates never rises. Stops when the gradient mapping of an accepted
+    step, ``(y - x+) / t`` (the proximal counterpart of the gradient, zero exactly at a
+    minimiser of ``F``), is at most ``tol`` in every component, or after ``max_iter``.
     """
     value_and_grad = jax.value_and_grad(loss)
     f0 = loss(params)
@@ -224,6 +229,7 @@ def fista(
         n: Array
         converged: Array
         stuck: Array
+        residual: Array
 
     def _body(s: _S) -> _S:
         beta = (s.k - 1.0) / (s.k + 2.0)
@@ -232,7 +238,8 @@ def fista(
         st = backtracked_step(loss, y, f_y, g, s.t * 2, strength, min_step)
         obj = st.smooth + penalty(st.params, strength)
         better = st.accepted & (obj <= s.obj)
-        change = jnp.abs(s.obj - obj) / jnp.maximum(jnp.abs(obj), 1.0)
+        mapping = jax.tree.map(lambda a, b: jnp.max(jnp.abs(a - b)) / st.step, y, st.params)
+        residual = jnp.where(better, jnp.max(jnp.stack(jax.tree.leaves(mapping))), s.residual)
         # A rise (or a failed search) restarts the momentum from x, whose F is lower.
         x_new = jax.tree.map(lambda a, b: jnp.where(better, a, b), st.params, s.x)
         return _S(
@@ -242,8 +249,9 @@ def fista(
             jnp.where(st.accepted, st.step, s.t),
             jnp.where(better, s.k + 1.0, 1.0),
             s.n + 1,
-            better & (change <= tol),
+            better & (residual <= tol),
             ~better & (s.k <= 1.0),  # no descent even without momentum: at the minimum, to round-off
+            residual,
         )
 
     start = _S(
@@ -255,6 +263,7 @@ def fista(
         jnp.asarray(0),
         jnp.asarray(False),
         jnp.asarray(False),
+        jnp.asarray(jnp.inf, f0.dtype),
     )
     end = lax.while_loop(lambda s: (s.n < max_iter) & ~s.converged & ~s.stuck, _body, start)
-    return FistaResult(end.x, end.obj, end.n, end.converged | end.stuck)
+    return FistaResult(end.x, end.obj, end.n, end.residual <= tol, end.residual)

@@ -206,7 +206,15 @@ def fit_svi(
     stats = {"lp": -np.asarray(potentials)[None], "log_q": np.asarray(log_q)[None]}
     model_kwargs = dict(prior_scale=prior_scale, intercept_scale=intercept_scale, fit_intercept=fit_intercept)
     losses = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-    posterior = inference_data(data, chains, model_kwargs, log_lik[None], stats, seed=seed + 2)
+    posterior = inference_data(
+        data,
+        chains,
+        model_kwargs,
+        log_lik[None],
+        stats,
+        seed=seed + 2,
+        sample_stats_attrs={"inference": "svi"},
+    )
     return SVIResult(posterior, losses)
 
 

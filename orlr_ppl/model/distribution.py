@@ -11,7 +11,7 @@ from jax import random
 from numpyro.distributions import Distribution, constraints
 from numpyro.distributions.util import validate_sample
 
-from ..dp.bucket import bucket_log_likelihood, buckets_posteriors
+from ..dp.bucket import PairPosteriors, bucket_log_likelihood, buckets_pair_posteriors, buckets_posteriors
 from ..dp.subset_dp import DPResult
 from ..dp.validation import DEFAULT_MAX_LABELS
 
@@ -300,6 +300,30 @@ class BagLabelSet(Distribution):
             post = res.posteriors.reshape(batch + logits.shape[1:])
             out.append(DPResult(ll.reshape(batch), post, leaked))
         return out, resolved
+
+    def slot_classes(self, value: Array) -> tuple[Array, Array]:
+        """``(classes, slot_mask)``, each (M, K) over the flattened batch: the class of each label
+        slot of the DP (the novel class's index for its optional last slot) and the real slots."""
+        _, args, _ = self._flat_inputs(value)
+        return args[2], args[3]
+
+    @staticmethod
+    def joint_pair_posteriors(
+        sites: Sequence[tuple[BagLabelSet, Array]], instance: Array, fallback: bool = True
+    ) -> tuple[list[PairPosteriors], Array]:
+        """Instance position ``instance``'s pairwise slot posteriors in every bag of several sites.
+
+        Args:
+            sites: (distribution, value) pairs with one batch dimension (a model's buckets).
+            instance: () int, the instance position ``i``.
+            fallback: as ``joint_posteriors``.
+        Returns:
+            Per site ``dp.bucket.PairPosteriors`` over its label slots (``slot_classes``):
+            ``p(y_i = j | Y)`` and every instance's ``p(y_m = l | y_i = j, Y)``; and ()
+            whether every bag was resolved in probability space.
+        """
+        flat = [d._flat_inputs(v) for d, v in sites]
+        return buckets_pair_posteriors([f[1] for f in flat], instance, fallback)
 
     def expected_complete_log_prob(self, responsibilities: Array) -> Array:
         """The M-step's objective: ``sum_i sum_c r_ic log p(y_i = c | logits_i)``, (*batch,).

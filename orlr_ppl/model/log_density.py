@@ -23,12 +23,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from numpyro import handlers
 from numpyro.infer.util import log_likelihood, potential_energy
 
 from ..dp.packing import canonical_size
 from .distribution import BagLabelSet
-from .numpyro_model import ModelArrays, ModelShape, join_model_data, orlr_model
+from .numpyro_model import ModelArrays, ModelShape, join_model_data, orlr_model, sum_to_zero_basis
 
 Array = jax.Array
 Params = dict[str, Array]
@@ -126,8 +127,8 @@ def _trace(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShap
     return handlers.trace(model).get_trace(data, **_model_kwargs(scales, fit_intercept))
 
 
-def _sites(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
-    """The model's latent and observed sample sites, run at ``params``."""
+def model_sites(params: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool):
+    """The model's latent and observed sample sites (NumPyro trace entries), run at ``params``."""
     tr = _trace(params, arrays, scales, shape, fit_intercept)
     samples = [s for s in tr.values() if s["type"] == "sample"]
     latent = [s for s in samples if not s["is_observed"]]
@@ -145,7 +146,7 @@ def log_densities(
 ) -> tuple[Array, tuple[Array, ...]]:
     """``potential`` () and ``bucket_log_likelihoods`` (per bucket (B_k,)) at one parameter point,
     from one run of the model: each bucket's DP runs once for both."""
-    latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
+    latent, observed = model_sites(params, arrays, scales, shape, fit_intercept)
     lls = tuple(s["fn"].log_prob(s["value"]) for s in observed)
     scaled = sum(jnp.sum(ll) * (1.0 if s["scale"] is None else s["scale"]) for s, ll in zip(observed, lls))
     return -(_log_prior(latent) + scaled), lls
@@ -178,7 +179,7 @@ def e_step(
     ``fallback=False`` leaves the DP's log-space rerun out of the program (see
     ``EStep.resolved``).
     """
-    latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
+    latent, observed = model_sites(params, arrays, scales, shape, fit_intercept)
     results, resolved = BagLabelSet.joint_posteriors([(s["fn"], s["value"]) for s in observed], fallback)
     log_joint = _log_prior(latent) + sum(jnp.sum(r.log_likelihood) for r in results)
     posteriors = tuple(r.posteriors for r in results)
@@ -200,7 +201,7 @@ def expected_log_joint(
     returns them. ``Q`` is concave in the raw parameters, and a rise in ``Q``
     never lowers the log joint (the EM inequality).
     """
-    latent, observed = _sites(params, arrays, scales, shape, fit_intercept)
+    latent, observed = model_sites(params, arrays, scales, shape, fit_intercept)
     expected = sum(jnp.sum(s["fn"].expected_complete_log_prob(r)) for s, r in zip(observed, posteriors))
     return _log_prior(latent) + expected
 
@@ -305,3 +306,147 @@ def potential_and_grad_on_host(
         if bool(resolved):
             return value, grad
     return potential_and_grad(params, arrays, scales, shape, fit_intercept)
+
+
+# -- the exact Hessian, by Louis' identity over the DP's pairwise posteriors ----------------------
+
+HESSIAN_CHUNK_ENTRIES = 1 << 23
+"""Most entries of the per-bag (R, K, R, K) moment arrays that ``potential_hessian`` holds at once
+(64 MB in float64): the bags go through it in chunks (``hessian_chunks``) of about this size."""
+
+
+def hessian_chunks(arrays: ModelArrays, shape: ModelShape, fit_intercept: bool) -> tuple[ModelArrays, int]:
+    """``arrays`` padded with empty bags so that every bucket splits into the same number of chunks,
+    and that number, for ``potential_hessian`` (host arrays; an empty bag adds nothing to it).
+
+    Bucket ``k``'s chunks hold ``ceil(B_k / n)`` bags, ``n`` the least count that keeps
+    ``sum_k G_k R^2 K_k^2`` at most ``HESSIAN_CHUNK_ENTRIES``.
+    """
+    r = shape.n_features + int(fit_intercept)
+    k_out = [k + int(shape.novel_class) for k in shape.max_labels]
+    entries = sum(int(np.shape(a[1])[0]) * r * r * k * k for a, k in zip(arrays, k_out))
+    n = max(1, -(-entries // HESSIAN_CHUNK_ENTRIES))
+    out = []
+    for x, mask, sets, known in arrays:
+        b = int(np.shape(mask)[0])
+        extra = -(-b // n) * n - b
+        out.append(
+            tuple(
+                None if a is None else _pad_bags(a, extra, f)
+                for a, f in zip((x, mask, sets, known), (0, 0, 0, -1))
+            )
+        )
+    return tuple(out), n
+
+
+def _pad_bags(a: np.ndarray, extra: int, fill: int) -> np.ndarray:
+    """``a`` (B, ...) with ``extra`` more bags of ``fill`` (an empty bag: no instance, no label)."""
+    a = np.asarray(a)
+    return np.pad(a, ((0, extra),) + ((0, 0),) * (a.ndim - 1), constant_values=fill)
+
+
+@partial(jax.jit, static_argnums=(3, 4, 5, 6))
+def potential_hessian(
+    params: Params,
+    arrays: ModelArrays,
+    scales: Scales,
+    shape: ModelShape,
+    fit_intercept: bool = True,
+    fallback: bool = True,
+    n_chunks: int = 1,
+) -> tuple[Array, Array]:
+    """(P, P) the Hessian of ``potential`` at ``params`` (``W_raw``, ``beta_raw``), exactly, and ()
+    whether every bag was resolved in probability space (always True with ``fallback``).
+
+    The order is ``jax.flatten_util.ravel_pytree``'s: ``W_raw`` row by row, then
+    ``beta_raw``; P = R (C - 1), R = d (+ 1 with intercepts). For the Normal or flat
+    priors, a named leak or none, a novel class and known instance labels (a learnt
+    leak, the l2,1 and horseshoe priors: not here). With ``x~`` the features (and a 1),
+    ``p_i`` the softmax, ``H`` the (C, C - 1) sum-to-zero basis, and
+    ``T_b = sum_i x~_i kron e_{y_i}`` the complete data's statistic, Louis' identity
+    gives the likelihood's curvature from the posterior of the hidden labels::
+
+        -d^2 log p(Y | theta) = (I kron H^T) [ sum_i x~_i x~_i^T kron (diag p_i - p_i p_i^T)
+                                               - sum_b Cov(T_b | Y_b) ] (I kron H),
+
+    and the prior adds ``1 / prior_scale**2`` on ``W_raw``'s diagonal, ``1 /
+    intercept_scale**2`` on ``beta_raw``'s. ``Cov(T_b | Y_b)`` needs every pair of
+    instances' joint posterior, ``p(y_i = j | Y) p(y_m = l | y_i = j, Y)``: the DP run
+    once more with each instance held at each slot of its bag
+    (``BagLabelSet.joint_pair_posteriors``), ``K + 1`` DPs a bag and instance position,
+    one position at a time in a scan. The instances' covariance is what the union makes
+    negative: where a label must come from one of two instances, taking it in one
+    frees the other. The moments are summed over the bags' own K slots, then mapped to
+    the classes; ``arrays`` from ``hessian_chunks`` go through in ``n_chunks`` chunks.
+    """
+    c = shape.n_classes + int(shape.novel_class)
+    d = shape.n_features
+    basis = jnp.asarray(sum_to_zero_basis(c), params["W_raw"].dtype)
+    w = params["W_raw"] @ basis.T
+    beta = params["beta_raw"] @ basis.T if fit_intercept else jnp.zeros((c,), w.dtype)
+    coef = jnp.concatenate([w, beta[None]]) if fit_intercept else w  # (R, C)
+    r = coef.shape[0]
+    slots = [k + int(shape.novel_class) for k in shape.max_labels]
+
+    def _chunk(acc: Array, index: Array) -> tuple[Array, Array]:
+        sub = tuple(tuple(_chunk_of(a, index, n_chunks) for a in bucket) for bucket in arrays)
+        _, observed = model_sites(params, sub, scales, shape, fit_intercept)
+        sites = [(s["fn"], s["value"]) for s in observed]
+        masks = [m for _, m, *_ in sub]
+        feats = [_with_ones(x, m, fit_intercept) for (x, m, *_) in sub]
+
+        def _position(carry: tuple, i: Array) -> tuple[tuple, None]:
+            moments, _, ok = carry
+            pairs, resolved = BagLabelSet.joint_pair_posteriors(sites, i, fallback)
+            out, margs = [], []
+            for xt, mom, pp in zip(feats, moments, pairs):
+                joint = pp.weights[:, :, None, None] * pp.conditional  # p(y_i = j, y_m = l | Y)
+                right = jnp.einsum("bma,bjml->bjal", xt, joint)
+                x_i = lax.dynamic_index_in_dim(xt, jnp.minimum(i, xt.shape[1] - 1), axis=1, keepdims=False)
+                out.append(mom + x_i[:, :, None, None, None] * right[:, None])  # E[T T^T] (B, R, K, R, K)
+                margs.append(pp.marginals)
+            return (out, margs, ok & resolved), None
+
+        start = (
+            [jnp.zeros((x.shape[0], r, k, r, k), x.dtype) for x, k in zip(feats, slots)],
+            [jnp.zeros(x.shape[:2] + (k,), x.dtype) for x, k in zip(feats, slots)],
+            jnp.asarray(True),
+        )
+        n_max = max(int(x.shape[1]) for x in feats)
+        (moments, margs, ok), _ = lax.scan(_position, start, jnp.arange(n_max))
+        for site, xt, mask, mom, marg in zip(sites, feats, masks, moments, margs):
+            classes, slot_mask = site[0].slot_classes(site[1])
+            mean = jnp.einsum("bna,bnj->baj", xt, marg)  # E[T_b | Y_b] over the slots
+            cov = mom - mean[:, :, :, None, None] * mean[:, None, None, :, :]
+            onehot = jax.nn.one_hot(classes, c, dtype=xt.dtype) * slot_mask[..., None]  # (B, K, C)
+            acc = acc - jnp.einsum("bajxl,bjc,bld->acxd", cov, onehot, onehot)
+            p = jnp.where(mask[..., None], jax.nn.softmax(xt @ coef, axis=-1), 0.0)
+            acc = acc + jnp.einsum("bna,bnx,bnc,cd->acxd", xt, xt, p, jnp.eye(c, dtype=xt.dtype))
+            z = (xt[..., :, None] * p[..., None, :]).reshape(-1, r * c)
+            acc = acc - (z.T @ z).reshape(r, c, r, c)
+        return acc, ok
+
+    acc, ok = lax.scan(_chunk, jnp.zeros((r, c, r, c), w.dtype), jnp.arange(n_chunks))
+    hess = jnp.einsum("acxd,ck,dl->akxl", acc, basis, basis).reshape(r * (c - 1), r * (c - 1))
+    prior = jnp.zeros((r, c - 1), w.dtype)
+    if scales.prior_scale is not None:
+        prior = prior.at[:d].set(1.0 / scales.prior_scale**2)
+    if fit_intercept and scales.intercept_scale is not None:
+        prior = prior.at[d].set(1.0 / scales.intercept_scale**2)
+    hess = hess + jnp.diag(prior.reshape(-1))
+    return 0.5 * (hess + hess.T), jnp.all(ok)
+
+
+def _chunk_of(a: Array | None, index: Array, n_chunks: int) -> Array | None:
+    """Chunk ``index`` of ``n_chunks`` equal slices of ``a`` along its bag axis (None stays None)."""
+    if a is None:
+        return None
+    size = a.shape[0] // n_chunks
+    return lax.dynamic_slice_in_dim(a, index * size, size)
+
+
+def _with_ones(x: Array, mask: Array, fit_intercept: bool) -> Array:
+    """(B, N, R) the features, with a column of ones for the intercepts; zero on padding."""
+    if fit_intercept:
+        x = jnp.concatenate([x, jnp.ones(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+    return jnp.where(mask[..., None], x, 0.0)

@@ -397,7 +397,7 @@ def test_fit_takes_pruning_and_stochastic_em(tmp_path, capsys):
     assert main(base + ["--prune", "0.1", "--out", str(tmp_path / "p")]) == 0
     out = capsys.readouterr().out
     assert "pruned 4 bag(s) with the most DP work" in out
-    assert main(base + ["--bag-fraction", "0.3", "--out", str(tmp_path / "s")]) == 0
+    assert main(base + ["--method", "em", "--bag-fraction", "0.3", "--out", str(tmp_path / "s")]) == 0
     captured = capsys.readouterr()
     assert "stochastic EM (0.3 of the bags per iteration): 5 iterations" in captured.out
     assert "warning" not in captured.err
@@ -477,7 +477,7 @@ def test_orlr_novel_is_compared_by_name():
     models = {name: make() for name, make in compared_models(args).items()}
     assert list(models) == ["ORLR-novel", "SoftmaxRegression"]
     params = models["ORLR-novel"].get_params()
-    assert (params["novel_class"], params["leak"], params["inference"]) == (True, "learn", "em")
+    assert (params["novel_class"], params["leak"], params["inference"]) == (True, "learn", "map")
     default = build_parser().parse_args(["evaluate", "--dataset", "digits"])
     assert "orlr-novel" not in default.methods.split(",")
 

@@ -201,7 +201,7 @@ def test_a_model_saved_in_the_old_format_loads_and_a_newer_one_is_named(tmp_path
     assert meta["format"] == 2 and meta["params"]["inference"] == {
         "method": "map",
         "max_iter": 150,
-        "tol": 1e-6,
+        "tol": MAP.tol,
     }
     del meta["format"]
     meta["params"] = FORMAT_1_PARAMS
@@ -308,7 +308,7 @@ def test_settings_objects_check_their_values_and_show_what_differs():
     assert repr(ORLR(inference=NUTS(num_chains=2), features=RBFDictionary(gamma=0.5))) == (
         "ORLR(features=RBFDictionary(gamma=0.5), inference=NUTS(num_chains=2))"
     )
-    assert repr(EM()) == "EM()" and EM.max_iter == 200 and MAP.max_iter == 500
+    assert repr(EM()) == "EM()" and EM.max_iter == 200 and MAP.max_iter == 1000
     for bad, match in [
         (lambda: NUTS(num_chains=0), r"NUTS\(num_chains=0\)"),
         (lambda: NUTS(target_accept=1.0), "strictly between 0 and 1"),
@@ -317,7 +317,7 @@ def test_settings_objects_check_their_values_and_show_what_differs():
         (lambda: SVI(guide="full"), "'normal' or 'lowrank'"),
         (lambda: SVI(init="median"), r"SVI\(init='median'\): choose 'map' or 'zeros'"),
         (lambda: RBFDictionary(gamma=-1.0).fit(np.ones((3, 2))), "positive width"),
-        (lambda: MAP(tol=-1.0), "relative tolerance >= 0"),
+        (lambda: MAP(tol=-1.0), "gradient tolerance >= 0"),
     ]:
         with pytest.raises(ValueError, match=match):
             bad()

@@ -91,8 +91,9 @@ def test_predictive_simulates_label_sets_in_bag_order():
 def test_map_on_miml_digits_annotates_instances():
     train = make_miml_digits(120, seed=0, split="train", max_size=4)
     test = make_miml_digits(40, seed=1, split="test", max_size=4)
-    fit = fit_map(make_model_data(train.bags, train.label_sets, 10), prior_scale=1.0)
-    assert fit.converged
+    with jax.enable_x64(True):  # a first-order optimum takes float64 (float32 L-BFGS stalls short)
+        fit = fit_map(make_model_data(train.bags, train.label_sets, 10, dtype=np.float64), prior_scale=1.0)
+    assert fit.converged and fit.optimality <= 1e-3
     np.testing.assert_allclose(fit.W.sum(axis=1), 0.0, atol=1e-5)
 
     def acc(p, y):
