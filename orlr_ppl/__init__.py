@@ -38,7 +38,7 @@ from .dp import (
 )
 from .estimators import MIMM, ORLR, ORLRCV, SIM, MajorityClass, SoftmaxRegression
 from .features import RBFDictionary
-from .inference.methods import EM, MAP, NUTS, SVI
+from .inference.methods import EM, MAP, NUTS, SVI, Laplace
 from .model import BagLabelSet
 
 PUBLIC_MODULES = ("io", "datasets", "metrics", "plots", "diagnostics", "cross_validation")
@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_MAX_LABELS",
     "EM",
     "MAP",
+    "Laplace",
     "NUTS",
     "ORLRCV",
     "RBFDictionary",

@@ -1,27 +1,25 @@
-"""Posterior mean vs MAP, 10-fold, on Letter Frost or HJA union: accuracy, ECE and bag metrics per fold.
+"""Point estimates against posteriors by proper scores: EM, MAP, Laplace, SVI and NUTS, two priors.
 
-In every fold (bag-level, seeded as ``MIMLData.kfold``), features are standardised on the
-training bags, then ``ORLR(inference=MAP(max_iter=1000))`` and ``ORLR(inference="nuts")``
-(package defaults, same prior) are fitted on the training bags' label sets and scored on the
-held-out bags:
+On held-out bags (the demo's one split, or 10 bag-level folds of Letter Frost or HJA union, seeded
+as ``MIMLData.kfold``), each arm is fitted on the training bags' label sets with the package's
+defaults for its method (features standardised on the training bags, inside the fit) and scored on
+the held-out instances (``metrics.instance_scores``):
 
-- inductive instance accuracy, ECE (top-class confidence, 10 bins) and mean top-class
-  confidence of the MAP predictive and of the posterior-mean predictive
-  ``E_theta p(y | x, theta)``, and the transductive accuracy on the training bags' instances
-  given their label sets;
-- the five bag metrics with the paper's bag score (``max_i p(y_i = c | x_i)``)
-  and with the model's own ``P(c in Y_b | X_b) = 1 - prod_i (1 - p(y_i = c | x_i))``
-  (``bag_scores(rule="model")``); the predicted label set is the union of
-  predicted instance labels in both (only the ranking metrics depend on the rule);
-- the same for ``ORLR(inference="svi")`` (mean-field guide, package defaults), to set the
-  variational posterior beside NUTS's (``--arms map,nuts,svi``, the default);
-- the NUTS fit's convergence (max R-hat, min bulk/tail ESS, divergences) and times;
-- with ``--extra-prior-scale S``, MAP and NUTS again with ``prior_scale=S`` (arms
-  ``map@S``, ``nuts@S``), to test whether the default prior explains the ECE gap.
+- accuracy, the two proper scores, log loss (NLL) and Brier, ECE, and accuracy on the 80 % most
+  confident instances; a posterior's predictive is the mean over its draws, ``E p(y | x, theta)``;
+- the transductive accuracy on the training bags' instances given their label sets;
+- seconds, the prior scale used, and the method's own check: the MAP's first-order residual, the
+  Laplace and SVI draws' importance k-hat, NUTS's max R-hat, min bulk/tail ESS and divergences.
 
-    python -m reproduction.map_vs_posterior --arms map,nuts --save lf.json
-    python -m reproduction.map_vs_posterior --dataset hja-union --arms map,nuts \\
-        --standardize quantile-normal --whiten --save hja.json
+Arms are ``METHOD`` or ``METHOD@PRIOR``: PRIOR is a number, or ``evidence`` (``prior_scale="evidence"``:
+the scale that maximises the Laplace evidence of the training bags, chosen inside each fit). The
+summary gives each arm's mean and sd over folds, and each posterior's NLL minus the MAP's under the
+same prior, fold by fold.
+
+    python -m reproduction.map_vs_posterior --dataset demo
+    python -m reproduction.map_vs_posterior --dataset letter-frost --save lf.jsonl
+    python -m reproduction.map_vs_posterior --dataset hja-union --arms em,map,laplace,svi \\
+        --priors 1,evidence --save hja.jsonl
 """
 
 from __future__ import annotations
@@ -30,127 +28,128 @@ import argparse
 import json
 import time
 import warnings
-from pathlib import Path
 
 import jax
 import numpy as np
 
-from benchmarks.harness import SHARED, host_devices, standardised
-from orlr_ppl import MAP, NUTS, ORLR, metrics
-from orlr_ppl.data.datasets import load_letter_frost
-from orlr_ppl.data.hja import load_hja
-from orlr_ppl.inference.diagnostics import ConvergenceWarning
+from benchmarks.harness import add_part_options, host_devices, machine, run_in_parts
+from orlr_ppl import ORLR, metrics
+from orlr_ppl.data.datasets import make_miml_digits
 
-METHODS = ("map", "nuts", "svi")
-BAG_METRICS = ("hamming_loss", "ranking_loss", "one_error", "coverage", "average_precision")
+METHODS = ("em", "map", "laplace", "svi", "nuts")
+POSTERIORS = ("laplace", "svi", "nuts")
+SCORES = (*metrics.INSTANCE_SCORES, "transductive_accuracy")
 
 
-def _scores(model: ORLR, test, train) -> dict[str, float]:
-    proba = model.predict_proba(test)
-    out = {
-        "accuracy": metrics.instance_accuracy(test.instance_labels, [p.argmax(1) for p in proba]),
-        # Transductive: the training bags' instances, given their bags' label sets.
-        "transductive_accuracy": metrics.instance_accuracy(
-            train.instance_labels, model.predict(train, train.label_sets)
-        ),
-        "ece": metrics.expected_calibration_error(test.instance_labels, proba),
-        # Above accuracy: overconfident; below: underconfident (ECE alone hides the side).
-        "mean_confidence": float(np.mean(np.concatenate([p.max(1) for p in proba]))),
-        "hamming_loss": metrics.hamming_loss(test.label_sets, model.predict_bags(test)),
-    }
-    for rule in ("max", "model"):
-        s = model.bag_scores(test, rule=rule)
-        for name in BAG_METRICS[1:]:
-            out[f"{name}_{rule}"] = getattr(metrics, name)(test.label_sets, s)
+def demo_split():
+    """``orlr-ppl demo``'s data: 300 training bags, 100 test bags of a disjoint image pool, blank pixels
+    dropped."""
+    train = make_miml_digits(300, max_size=4, seed=0, split="train")
+    test = make_miml_digits(100, max_size=4, seed=1, split="test")
+    blank = train.linear_dependencies().redundant
+    return train.drop_features(blank), test.drop_features(blank)
+
+
+def arms(args: argparse.Namespace) -> list[tuple[str, str, float | str]]:
+    """``(name, method, prior_scale)`` for each of ``--arms`` under each of ``--priors``."""
+    out = []
+    for prior in args.priors.split(","):
+        scale: float | str = prior if prior == "evidence" else float(prior)
+        for method in args.arms.split(","):
+            if method not in METHODS:
+                raise SystemExit(f"--arms: {method!r} is not one of {METHODS}")
+            out.append((f"{method}@{prior}", method, scale))
     return out
 
 
-def _mean_sd(values: list[float]) -> list[float]:
-    return [float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0]
+def check(model: ORLR, method: str) -> dict:
+    """The method's own check of its fit."""
+    if method in ("em", "map"):
+        return {"optimality": float(model.optimality_), "converged": bool(model.converged_)}
+    report = model.diagnostics()
+    if method == "nuts":
+        table = report.table
+        return {
+            "max_rhat": float(table["r_hat"].max()),
+            "min_ess_bulk": float(table["ess_bulk"].min()),
+            "min_ess_tail": float(table["ess_tail"].min()),
+            "divergences": int(report.sampler["n_divergent"]),
+        }
+    return {"importance_k": report.sampler["approximation_k"], "converged": report.converged}
+
+
+def fit_fold(args: argparse.Namespace):
+    def run(train, test, fold: int) -> dict:
+        row: dict = {}
+        for name, method, scale in arms(args):
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # each fit's checks are recorded below
+                model = ORLR(inference=method, prior_scale=scale, random_state=fold)
+                model.fit(train)
+            seconds = time.perf_counter() - t0
+            proba = model.predict_proba(test)
+            scores = metrics.instance_scores(test.instance_labels, proba)
+            scores["transductive_accuracy"] = metrics.instance_accuracy(
+                train.instance_labels, model.predict(train, train.label_sets)
+            )
+            row[name] = {
+                **scores,
+                "seconds": round(seconds, 1),
+                "prior_scale": float(model.prior_scale_),
+                "check": check(model, method),
+            }
+            jax.clear_caches()  # each fold compiles for its own shapes; keep the memory flat
+        return row
+
+    return run
+
+
+def summarise(rows: list[dict], folds: list[int]) -> None:
+    """Each arm's mean (sd) of every score over the folds, and each posterior's NLL less the MAP's."""
+    names = list(rows[0])
+    print(f"mean (sd) over {len(rows)} fold(s):")
+    print(f"{'arm':<18}" + "".join(f"{s:>22}" for s in (*SCORES, "seconds")))
+    for name in names:
+        cells = []
+        for s in (*SCORES, "seconds"):
+            v = np.array([r[name][s] for r in rows], float)
+            cells.append(f"{v.mean():.4f} ({v.std(ddof=1) if len(v) > 1 else 0:.4f})")
+        print(f"{name:<18}" + "".join(f"{c:>22}" for c in cells))
+    for name in names:
+        method, _, prior = name.partition("@")
+        base = f"map@{prior}"
+        if method in POSTERIORS and base in names:
+            d = np.array([r[name]["log_loss"] - r[base]["log_loss"] for r in rows])
+            print(
+                f"NLL {name} - {base}: {d.mean():+.4f} (sd {d.std(ddof=1) if len(d) > 1 else 0:.4f}), "
+                f"lower in {int((d < 0).sum())} of {len(d)} folds"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--dataset", choices=["letter-frost", "hja-union"], default="letter-frost")
-    parser.add_argument("--uci-path", default=str(SHARED / "letter-recognition.data"))
-    parser.add_argument("--hja-path", default=str(SHARED / "hja"))
-    parser.add_argument("--arms", default=",".join(METHODS), help="comma list of methods to fit")
-    parser.add_argument(
-        "--standardize", default="true", help="ORLR(features=...): true (standard), quantile-normal"
-    )
-    parser.add_argument("--whiten", action="store_true", help="NUTS in Laplace-whitened coordinates")
+    parser.add_argument("--dataset", choices=["demo", "letter-frost", "hja-union"], default="demo")
+    parser.add_argument("--arms", default=",".join(METHODS), help=f"comma list of {METHODS}")
+    parser.add_argument("--priors", default="1,evidence", help="comma list of prior scales, or evidence")
     parser.add_argument("--folds", type=int, default=10)
-    parser.add_argument(
-        "--only-folds", type=str, default=None, help="comma list of folds to run (default all)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="Letter Frost's draw, and the folds")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--extra-prior-scale",
-        type=float,
-        default=None,
-        help="also fit MAP and NUTS with this prior_scale (arms map@S, nuts@S), to test the prior's part",
-    )
-    parser.add_argument(
-        "--save", default=None, help="JSON file updated with the per-fold rows after each fold"
-    )
+    add_part_options(parser)
     args = parser.parse_args()
-    if "nuts" in args.arms or args.extra_prior_scale is not None:
+    if "nuts" in args.arms:
         host_devices()  # the chains in parallel, before JAX starts
-    if args.dataset == "letter-frost":
-        data = load_letter_frost(args.uci_path, seed=args.seed)
-    else:
-        data = load_hja(args.hja_path, version="union")
-    folds = list(data.kfold(args.folds, seed=args.seed))
-    wanted = range(args.folds) if args.only_folds is None else [int(f) for f in args.only_folds.split(",")]
-    arms = args.arms.split(",")
-    features = "standard" if args.standardize == "true" else args.standardize
-    if args.extra_prior_scale is not None:
-        arms += [f"map@{args.extra_prior_scale:g}", f"nuts@{args.extra_prior_scale:g}"]
-    rows = []
-    for k in wanted:
-        train, test = folds[k]
-        train, test = standardised(train, test)
-        row: dict = {"fold": k}
-        for name in arms:
-            method, _, scale = name.partition("@")
-            t0 = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)  # recorded below
-                inference = {"map": MAP(max_iter=1000), "nuts": NUTS(whiten=args.whiten)}.get(method, method)
-                extra = {"prior_scale": float(scale)} if scale else {}
-                model = ORLR(inference=inference, random_state=k, features=features, **extra).fit(train)
-            row[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
-            row[name] = _scores(model, test, train)
-            if method == "nuts":
-                table = model.diagnostics().table
-                stats = model.posterior_.sample_stats
-                row[f"{name}_convergence"] = {
-                    "max_rhat": float(table["r_hat"].max()),
-                    "min_ess_bulk": float(table["ess_bulk"].min()),
-                    "min_ess_tail": float(table["ess_tail"].min()),
-                    "divergences": int(np.asarray(stats["diverging"]).sum()),
-                }
-        rows.append(row)
-        if args.save:
-            Path(args.save).write_text(json.dumps(rows, indent=1))  # kept fold by fold: a long run
-        jax.clear_caches()  # each fold compiles for its own bag shapes
-        if not args.json:
-            cells = [f"{name} acc {row[name]['accuracy']:.3f} ECE {row[name]['ece']:.3f}" for name in arms]
-            if "nuts" in arms:
-                cells.append(f"NUTS {row['nuts_seconds']} s, {row['nuts_convergence']}")
-            print(f"fold {k}: " + " | ".join(cells), flush=True)
-    keys = rows[0]["map"].keys()
-    summary = {name: {key: _mean_sd([r[name][key] for r in rows]) for key in keys} for name in arms}
-    if args.json:
-        print(json.dumps({"folds": rows, "mean_sd": summary}, indent=1))
+    print(machine(), flush=True)
+    settings = {"dataset": args.dataset, "arms": args.arms, "priors": args.priors, "folds": args.folds}
+    if args.dataset == "demo":
+        row = fit_fold(args)(*demo_split(), 0)
+        print(json.dumps(row), flush=True)
+        if args.save is not None:
+            with args.save.open("a") as out:
+                out.write(json.dumps({"settings": settings, "fold": 0, "row": row}) + "\n")
+        summarise([row], [0])
         return
-    print("mean ± sd over folds:")
-    for key in keys:
-        cells = "   ".join(f"{m} {summary[m][key][0]:.4f} ± {summary[m][key][1]:.4f}" for m in arms)
-        print(f"  {key:<28} {cells}")
+    run_in_parts(args, settings, fit_fold(args), summarise)
 
 
 if __name__ == "__main__":

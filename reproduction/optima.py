@@ -104,7 +104,8 @@ def table(rows: list[dict]) -> str:
     """The guide's table: one line per data set."""
     lines = [
         "| data | bags | MAP: log posterior, residual, iterations, s "
-        "| EM: log posterior, residual, iterations, s | EM, longer | MAP from random starts: optima (starts) |",
+        "| EM: log posterior, residual, iterations, s | EM, longer "
+        "| MAP from random starts: optima (starts) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:

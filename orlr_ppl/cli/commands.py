@@ -177,7 +177,10 @@ def report(model, data: MIMLData) -> dict[str, float]:
         proba = model.predict_proba(data)
         predicted = [p.argmax(1) for p in proba]
         out["instance_accuracy_inductive"] = metrics.instance_accuracy(data.instance_labels, predicted)
+        out["log_loss_inductive"] = metrics.log_loss(data.instance_labels, proba)
+        out["brier_inductive"] = metrics.brier_score(data.instance_labels, proba)
         out["ece_inductive"] = metrics.expected_calibration_error(data.instance_labels, proba)
+        out["selective_accuracy_inductive"] = metrics.selective_accuracy(data.instance_labels, proba)
         out["macro_f1_inductive"] = metrics.macro_f1(data.instance_labels, predicted)
         if getattr(model, "novel_class", False):
             out.update(novel_scores(data.instance_labels, proba))
@@ -211,6 +214,11 @@ def novel_scores(instance_labels: Sequence[Any], proba: Sequence[Any]) -> dict[s
     return out
 
 
+DEMO_MODELS = ("map", "laplace", "nuts")
+"""The demo's fits, saved under ``--out`` in folders of these names: the posterior mode, the Gaussian
+at it, and the posterior NUTS samples."""
+
+
 def demo(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -219,7 +227,7 @@ def demo(args: argparse.Namespace) -> int:
 
     if args.max_digits < 2:
         raise ValueError(f"--max-digits {args.max_digits}: a demo bag holds 2 digits or more; give 2 or more")
-    steps = tqdm(total=4, desc="demo", disable=args.quiet, file=sys.stderr)
+    steps = tqdm(total=len(DEMO_MODELS) + 1, desc="demo", disable=args.quiet, file=sys.stderr)
     # Disjoint image pools: the inductive accuracy is on digits the models never saw.
     train = make_miml_digits(args.n_bags, max_size=args.max_digits, seed=args.seed, split="train")
     test = make_miml_digits(
@@ -230,50 +238,52 @@ def demo(args: argparse.Namespace) -> int:
     blank = train.linear_dependencies().redundant
     train, test = train.drop_features(blank), test.drop_features(blank)
     out = Path(args.out)
-    _refuse_overwrite([out / "em", out / "nuts"], args.force)
-    steps.set_postfix_str("EM")
-    steps.update()
-    t0 = time.perf_counter()
-    em = fit_quietly(estimator_from_args(args, "em"), train)
-    t_em = time.perf_counter() - t0
-    steps.set_postfix_str("NUTS")
-    steps.update()
-    t0 = time.perf_counter()
-    nuts = fit_quietly(estimator_from_args(args, "nuts"), train)
-    t_nuts = time.perf_counter() - t0
-    steps.update()
+    _refuse_overwrite([out / name for name in DEMO_MODELS], args.force)
+    models, seconds = {}, {}
+    for name in DEMO_MODELS:
+        steps.set_postfix_str(name)
+        steps.update()
+        t0 = time.perf_counter()
+        models[name] = fit_quietly(estimator_from_args(args, name), train)
+        seconds[name] = time.perf_counter() - t0
     rows = []
-    for name, model in (("EM/MAP", em), ("NUTS posterior mean", nuts)):
-        proba = model.predict_proba(test)
-        rows.append(
-            (
-                name,
-                metrics.instance_accuracy(test.instance_labels, [p.argmax(1) for p in proba]),
-                metrics.instance_accuracy(train.instance_labels, model.predict(train, train.label_sets)),
-                metrics.expected_calibration_error(test.instance_labels, proba),
-            )
+    labels = {"map": "MAP", "laplace": "Laplace posterior", "nuts": "NUTS posterior"}
+    for name, model in models.items():
+        scores = metrics.instance_scores(test.instance_labels, model.predict_proba(test))
+        transductive = metrics.instance_accuracy(
+            train.instance_labels, model.predict(train, train.label_sets)
         )
-    em.save(out / "em", overwrite=args.force)
-    nuts.save(out / "nuts", overwrite=args.force)
+        rows.append((labels[name], scores, transductive))
+    for name, model in models.items():
+        model.save(out / name, overwrite=args.force)
     steps.update()
     steps.close()
+    mode, laplace, nuts = (models[n] for n in DEMO_MODELS)
     diagnostics = nuts.diagnostics()  # the checks' own table: the figures the warning quotes
     table = diagnostics.table[diagnostics.table["sd"] > 0]
+    k_hat = laplace.diagnostics().sampler["approximation_k"]
     print(
         f"MIML digits: {len(train.bags)} training bags ({train.n_instances} instances), "
         f"{len(test.bags)} test bags, 10 classes, {len(train.feature_names)} pixels "
         f"({len(blank)} left out: the same in every training digit)"
     )
     print(
-        f"EM: {em.n_iter_} iterations in {t_em:.1f}s; NUTS: {args.num_chains} chains x "
-        f"({args.num_warmup} warmup + {args.num_samples} draws) in {t_nuts:.1f}s, "
-        f"max R-hat {table['r_hat'].max():.3f}, min bulk ESS {table['ess_bulk'].min():.0f}"
+        f"MAP: {mode.n_iter_} L-BFGS iterations in {seconds['map']:.1f}s; "
+        f"Laplace: {seconds['laplace']:.1f}s, "
+        f"importance k-hat {k_hat:.2f}; NUTS: {args.num_chains} chains x ({args.num_warmup} warmup + "
+        f"{args.num_samples} draws) in {seconds['nuts']:.1f}s, max R-hat {table['r_hat'].max():.3f}, "
+        f"min bulk ESS {table['ess_bulk'].min():.0f}"
     )
-    print(f"{'model':<22}{'inductive acc':>15}{'transductive acc':>18}{'ECE':>8}")
-    for name, ind, trans, ece in rows:
-        print(f"{name:<22}{ind:>15.3f}{trans:>18.3f}{ece:>8.3f}")
-    print(f"saved: {out / 'em'}, {out / 'nuts'}")
-    warn_unconverged(em.diagnostics())  # its sentence starts "EM stopped after ..."
+    print("held-out digits (accuracy, log loss, Brier, ECE, accuracy on the 80% most confident); training")
+    print(f"{'model':<20}{'acc':>7}{'NLL':>8}{'Brier':>8}{'ECE':>8}{'acc@80%':>9}{'transductive':>14}")
+    for label, s, trans in rows:
+        print(
+            f"{label:<20}{s['accuracy']:>7.3f}{s['log_loss']:>8.3f}{s['brier']:>8.3f}{s['ece']:>8.3f}"
+            f"{s['selective_accuracy']:>9.3f}{trans:>14.3f}"
+        )
+    print(f"saved: {', '.join(str(out / name) for name in DEMO_MODELS)}")
+    warn_unconverged(mode.diagnostics())  # its sentence starts "MAP (L-BFGS) stopped after ..."
+    warn_unconverged(laplace.diagnostics())
     warn_unconverged(diagnostics)
     return 0
 

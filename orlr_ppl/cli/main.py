@@ -234,13 +234,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"orlr-ppl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = _parser(sub, "demo", help="fit EM and NUTS on embedded MIML digits; compare MAP and posterior")
+    demo = _parser(
+        sub, "demo", help="fit MAP, Laplace and NUTS on embedded MIML digits; compare them by proper scores"
+    )
     demo.add_argument("--n-bags", type=int, default=300, help="training bags (test bags: a third as many)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the bags and the sampler")
     demo.add_argument(
         "--max-digits", type=int, default=4, help="digits per bag at most (bags hold 2 to this many)"
     )
-    demo.add_argument("--out", default=str(DEMO_DIR), help="folder for the two saved models (em/, nuts/)")
+    demo.add_argument(
+        "--out", default=str(DEMO_DIR), help="folder for the three saved models (map/, laplace/, nuts/)"
+    )
     demo.add_argument("--force", action="store_true", help="overwrite models already saved there")
     # NUTS as ORLR's defaults run it; no extension past them, so the demo's time is bounded.
     _add_fit_args(demo, max_num_samples=0)

@@ -915,7 +915,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         return f"orlr-{self._method().name}"
 
     def _save_extra(self, folder: Path) -> None:
-        """NUTS/SVI: write ``posterior.nc`` (netCDF); EM/MAP: remove one left there by an earlier save."""
+        """Laplace/NUTS/SVI: write ``posterior.nc`` (netCDF); EM/MAP: remove one an earlier save left."""
         nc = folder / "posterior.nc"
         if not hasattr(self, "posterior_"):
             nc.unlink(missing_ok=True)
@@ -930,12 +930,12 @@ class ORLR(_KernelFeatures, _BagClassifier):
             tmp.unlink(missing_ok=True)
 
     def _check_loaded(self, param_file: Path) -> None:
-        """NUTS/SVI: read ``posterior.nc`` beside ``params.npz``; then check the arrays' shapes."""
-        method = self._method().name
-        if method in ("nuts", "svi"):
+        """Laplace/NUTS/SVI: read ``posterior.nc`` beside ``params.npz``; then check the arrays' shapes."""
+        method = self._method()
+        if method.posterior:
             nc = param_file.parent / "posterior.nc"
             if not nc.is_file():
-                raise ValueError(f"{nc} is missing: a {method} model keeps its posterior there")
+                raise ValueError(f"{nc} is missing: a {method.name} model keeps its posterior there")
             self._set_posterior(read_posterior(nc))
             self._diagnostics = None
         heavy = getattr(self, "heavy_tailed_features_", None)

@@ -48,12 +48,12 @@ def leak_update(
 
 
 def leak_gradient(params: Params, e: EStep, arrays: ModelArrays, shape: ModelShape) -> Array:
-    """() ``d log p(theta | Y) / d leak_logit`` at the E-step's parameters: ``leaks + a - eps (n + a + b)``, ``n`` trials.
+    """() ``d log p(theta | Y) / d leak_logit`` at the E-step's parameters, ``leaks + a - eps (n + a + b)``.
 
     Fisher's identity: the gradient of the log posterior is that of the expected complete
-    log joint at the E-step's own posteriors, whose leak part is ``leaks log eps + (trials -
-    leaks) log(1 - eps)`` plus the prior ``a log eps + b log(1 - eps)`` on the logit scale. It
-    is zero exactly at ``leak_update``'s value.
+    log joint at the E-step's own posteriors, whose leak part is ``leaks log eps + (n -
+    leaks) log(1 - eps)`` over ``n`` trials, plus the prior ``a log eps + b log(1 - eps)`` on
+    the logit scale. It is zero exactly at ``leak_update``'s value.
     """
     a, b = shape.leak_prior
     leaks, trials = _counts(e, arrays, None, shape)

@@ -103,3 +103,27 @@ def test_novel_auc_counts_pairs_of_unlabelled_over_labelled():
         metrics.novel_auc([np.array([0, 1])], [np.array([0.1, 0.2])])
     with pytest.raises(ValueError, match="give one each"):
         metrics.novel_auc(true, [np.array([0.1])])
+
+
+def test_proper_scores_and_selective_accuracy_by_hand():
+    truth = [np.array([0, 1]), np.array([2, -1])]  # the -1 instance is left out
+    proba = [np.array([[0.7, 0.2, 0.1], [0.5, 0.4, 0.1]]), np.array([[0.2, 0.2, 0.6], [1.0, 0.0, 0.0]])]
+    assert metrics.log_loss(truth, proba) == pytest.approx(-np.mean(np.log([0.7, 0.4, 0.6])))
+    brier = np.mean([0.3**2 + 0.2**2 + 0.1**2, 0.5**2 + 0.6**2 + 0.1**2, 0.2**2 + 0.2**2 + 0.4**2])
+    assert metrics.brier_score(truth, proba) == pytest.approx(brier)
+    # The two most confident of three (0.7 and 0.6, both right) at 2/3 coverage; all three at 1.
+    assert metrics.selective_accuracy(truth, proba, coverage=2 / 3) == 1.0
+    assert metrics.selective_accuracy(truth, proba, coverage=1.0) == pytest.approx(2 / 3)
+    scores = metrics.instance_scores(truth, proba)
+    assert list(scores) == list(metrics.INSTANCE_SCORES) and scores["accuracy"] == pytest.approx(2 / 3)
+    # Proper: the true distribution scores best in expectation; a confident mistake costs a bounded 708 nats.
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(3), size=4000)
+    y = [np.array([rng.choice(3, p=row) for row in p])]
+    for score in (metrics.log_loss, metrics.brier_score):
+        assert score(y, [p]) < score(y, [np.full_like(p, 1 / 3)]) < score(y, [np.roll(p, 1, axis=1)])
+    assert metrics.log_loss([np.array([1])], [np.array([[1.0, 0.0]])]) == pytest.approx(708.4, abs=0.1)
+    with pytest.raises(ValueError, match="coverage"):
+        metrics.selective_accuracy(truth, proba, coverage=0.0)
+    with pytest.raises(ValueError, match="true label 3"):
+        metrics.log_loss([np.array([3])], [np.array([[0.5, 0.5]])])
