@@ -14,10 +14,11 @@ to rounds x batch labels; the last fit is measured too.
 
 Strategies: ``bald`` and ``entropy`` rank by the posterior of ``ORLR(inference=SVI(init="map",
 num_steps=--svi-steps))`` (its means start at the round's MAP, the cheap refit this loop needs),
+``bald-laplace`` and ``entropy-laplace`` by the Laplace posterior's (``Laplace(num_draws=200)``),
 ``entropy-map`` and ``random`` by ``ORLR(inference="map")``'s; ``random-svi`` picks at random and
 refits the posterior, the baseline of the posterior's own strategies. Each curve is measured with its
-own model's predictions (the posterior mean's, or the MAP's), except ``bald-map-refit``: BALD's
-queries, measured with a MAP refit on the same labels, which separates the choice of instances from
+own model's predictions (the posterior mean's, or the MAP's), except ``bald-map-refit`` and
+``bald-laplace-map-refit``: BALD's queries, measured with a MAP refit on the same labels, which separates the choice of instances from
 the model that predicts. The ceiling is ``SoftmaxRegression`` on
 every training instance's label, on the same folds. The summary prints, per strategy and budget, the
 mean over folds with a 95 % t interval, and the share of the gap between the bag-labels-only fit
@@ -45,15 +46,20 @@ STRATEGIES = {
     "random": ("map", "random", "map"),
     "random-svi": ("svi", "random", "svi"),
     "bald-map-refit": ("svi", "bald", "map"),
+    "bald-laplace": ("laplace", "bald", "laplace"),
+    "bald-laplace-map-refit": ("laplace", "bald", "map"),
+    "entropy-laplace": ("laplace", "entropy", "laplace"),
 }
 """Each curve's name: (the fit its queries come from, the query strategy, the fit measured)."""
 
 
 def _model(kind: str, svi_steps: int, seed: int):
-    from orlr_ppl import ORLR, SVI
+    from orlr_ppl import ORLR, SVI, Laplace
 
     if kind == "map":
         return ORLR(inference="map", random_state=seed)
+    if kind == "laplace":  # 200 draws, as the SVI posterior's
+        return ORLR(inference=Laplace(num_draws=200), random_state=seed, max_predict_draws=100)
     settings = SVI(num_steps=svi_steps, num_draws=200, init="map", progress_bar=False)
     return ORLR(inference=settings, random_state=seed, max_predict_draws=100)
 

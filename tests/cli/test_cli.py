@@ -47,14 +47,19 @@ def test_demo_runs_small(tmp_path, capsys):
     assert main(args + ["--out", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
     rows = {
-        line.split("  ")[0]: line.split() for line in out.splitlines() if line.startswith(("EM/MAP", "NUTS"))
+        line.split("  ")[0]: line.split()
+        for line in out.splitlines()
+        if line.startswith(("MAP ", "Laplace posterior", "NUTS posterior"))
     }
-    assert set(rows) == {"EM/MAP", "NUTS posterior mean"}
+    assert set(rows) == {"MAP", "Laplace posterior", "NUTS posterior"}
     for row in rows.values():
-        inductive, transductive, ece = map(float, row[-3:])
-        assert inductive > 0.5 and transductive > 0.5 and 0 <= ece <= 1
+        acc, nll, brier, ece, selective, transductive = map(float, row[-6:])
+        assert acc > 0.5 and transductive > 0.5 and selective >= acc - 0.05
+        assert 0 < nll < 5 and 0 < brier < 2 and 0 <= ece <= 1
+    assert "acc@80%" in out and "importance k-hat" in out
     assert (tmp_path / "demo" / "nuts" / "posterior.nc").is_file()
-    assert (tmp_path / "demo" / "em" / "metadata.json").is_file()
+    assert (tmp_path / "demo" / "laplace" / "posterior.nc").is_file()
+    assert (tmp_path / "demo" / "map" / "metadata.json").is_file()
 
 
 def test_fit_predict_evaluate_from_files(tmp_path, capsys):
