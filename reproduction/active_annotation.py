@@ -18,9 +18,9 @@ num_steps=--svi-steps))`` (its means start at the round's MAP, the cheap refit t
 ``entropy-map`` and ``random`` by ``ORLR(inference="map")``'s; ``random-svi`` picks at random and
 refits the posterior, the baseline of the posterior's own strategies. Each curve is measured with its
 own model's predictions (the posterior mean's, or the MAP's), except ``bald-map-refit`` and
-``bald-laplace-map-refit``: BALD's queries, measured with a MAP refit on the same labels, which separates the choice of instances from
-the model that predicts. The ceiling is ``SoftmaxRegression`` on
-every training instance's label, on the same folds. The summary prints, per strategy and budget, the
+``bald-laplace-map-refit``: BALD's queries, measured with a MAP refit on the same labels, which
+separates the choice of instances from the model that predicts. The ceiling is
+``SoftmaxRegression`` on every training instance's label, on the same folds. The summary prints, per strategy and budget, the
 mean over folds with a 95 % t interval, and the share of the gap between the bag-labels-only fit
 and the ceiling that each strategy has closed; ``--plot`` draws the curves with their bands.
 """

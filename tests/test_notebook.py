@@ -34,7 +34,7 @@ def test_notebook_executes(monkeypatch, tmp_path):
     outputs = "".join(
         o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
     )
-    assert "NUTS posterior mean" in outputs and "max R-hat" in outputs
+    assert "NUTS posterior" in outputs and "Laplace posterior" in outputs and "max R-hat" in outputs
     assert any(o.get("output_type") == "display_data" for c in nb.cells for o in c.get("outputs", []))
     assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
     assert os.environ["ORLR_NB_SMALL"] == "1"
