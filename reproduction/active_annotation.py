@@ -20,9 +20,9 @@ refits the posterior, the baseline of the posterior's own strategies. Each curve
 own model's predictions (the posterior mean's, or the MAP's), except ``bald-map-refit`` and
 ``bald-laplace-map-refit``: BALD's queries, measured with a MAP refit on the same labels, which
 separates the choice of instances from the model that predicts. The ceiling is
-``SoftmaxRegression`` on every training instance's label, on the same folds. The summary prints, per strategy and budget, the
-mean over folds with a 95 % t interval, and the share of the gap between the bag-labels-only fit
-and the ceiling that each strategy has closed; ``--plot`` draws the curves with their bands.
+``SoftmaxRegression`` on every training instance's label, on the same folds. The summary prints,
+per strategy and budget, the mean over folds with a 95 % t interval, and the share of the gap
+between the bag-labels-only fit and the ceiling that each strategy has closed; ``--plot`` draws the curves with their bands.
 """
 
 from __future__ import annotations
