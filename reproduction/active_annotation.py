@@ -22,7 +22,8 @@ own model's predictions (the posterior mean's, or the MAP's), except ``bald-map-
 separates the choice of instances from the model that predicts. The ceiling is
 ``SoftmaxRegression`` on every training instance's label, on the same folds. The summary prints,
 per strategy and budget, the mean over folds with a 95 % t interval, and the share of the gap
-between the bag-labels-only fit and the ceiling that each strategy has closed; ``--plot`` draws the curves with their bands.
+between the bag-labels-only fit and the ceiling that each strategy has closed; ``--plot`` draws the
+curves with their bands.
 """
 
 from __future__ import annotations
