@@ -291,7 +291,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         )
         self.canonical_shapes_ = canonical
         if self._by_evidence():
-            self._choose_by_evidence(data, feats, label_sets, n_classes, instance_labels, layout, canonical)
+            self._choose_by_evidence(data, feats, label_sets, n_classes, instance_labels, layout)
         with jax.enable_x64(not sampled):
             if posterior:
                 ids = getattr(bags, "bag_ids", None)  # a MIMLData's: the diagnostics name bags by them
@@ -371,20 +371,22 @@ class ORLR(_KernelFeatures, _BagClassifier):
         n_classes: int,
         instance_labels: Sequence[Iterable[int]] | None,
         layout: Layout | None,
-        canonical: bool,
     ) -> None:
         """``prior_scale="evidence"`` (or ``"ard"``): ``prior_scale_`` (one per feature, (d,)) by
         type-II maximum likelihood on the Laplace evidence (``inference.evidence``), in float64,
         before the fit proper; ``evidence_path_`` holds every (scale, log evidence) tried."""
         from ..inference.evidence import fit_ard, fit_evidence
 
-        if data.buckets[0].features.dtype != np.float64:
+        if data.buckets[0].features.dtype != np.float64:  # a sampler's data: float32, packed tight
+            # In float64 and on canonical shapes, as a MAP or Laplace fit packs them: the search
+            # follows the same MAPs whichever inference comes after it (the optima it meets, where
+            # there are several, depend on the bags' order of summation, to round-off).
             data = make_model_data(
                 feats,
                 label_sets,
                 n_classes,
                 self.max_labels,
-                canonical_shapes=canonical,
+                canonical_shapes=True,
                 layout=layout,
                 instance_labels=instance_labels,
                 novel_class=bool(self.novel_class),
