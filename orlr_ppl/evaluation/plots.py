@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
-from .metrics import CREDIBLE_MASS, equal_tailed_interval, expected_calibration_error, labelled_instances
+from .metrics import (
+    CREDIBLE_MASS,
+    brier_score,
+    equal_tailed_interval,
+    expected_calibration_error,
+    labelled_instances,
+    log_loss,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -88,7 +95,10 @@ class ReliabilityDiagram(NamedTuple):
         count_ax: its twin axis holding the bars of instances per bin.
         tables: model name -> ``reliability_table`` of that model.
         ece: model name -> ``metrics.expected_calibration_error``.
-        caption: one line with each model's ECE (also the axes title).
+        caption: a sentence with each model's proper scores and ECE (the axes title says how many
+            instances and bins; the legend gives each model's figures).
+        log_loss, brier: model name -> ``metrics.log_loss``, ``metrics.brier_score``: the proper
+            scores, which say which predictive is better where calibration alone cannot.
     """
 
     ax: Axes
@@ -96,6 +106,8 @@ class ReliabilityDiagram(NamedTuple):
     tables: dict[str, pd.DataFrame]
     ece: dict[str, float]
     caption: str
+    log_loss: dict[str, float] | None = None
+    brier: dict[str, float] | None = None
 
 
 def reliability_diagram(
@@ -127,6 +139,8 @@ def reliability_diagram(
         _, ax = plt.subplots(figsize=(5.5, 5))
     tables = {m: reliability_table(instance_labels, p, n_bins) for m, p in proba_by_model.items()}
     ece = {m: expected_calibration_error(instance_labels, p, n_bins) for m, p in proba_by_model.items()}
+    nll = {m: log_loss(instance_labels, p) for m, p in proba_by_model.items()}
+    brier = {m: brier_score(instance_labels, p) for m, p in proba_by_model.items()}
     n = int(next(iter(tables.values()))["count"].sum())
     count_ax = ax.twinx()
     width = 1.0 / n_bins / len(tables)
@@ -139,7 +153,7 @@ def reliability_diagram(
             filled["accuracy"],
             "o-",
             color=color,
-            label=f"{model} (ECE {ece[model]:.3f})",
+            label=f"{model} (NLL {nll[model]:.3f}, Brier {brier[model]:.3f}, ECE {ece[model]:.3f})",
         )
         count_ax.bar(
             table["bin_lower"] + (k + 0.5) * width, table["count"], width=width, color=color, alpha=0.25
@@ -154,9 +168,11 @@ def reliability_diagram(
     ax.set_zorder(count_ax.get_zorder() + 1)
     ax.patch.set_visible(False)
     ax.legend(loc="upper left", fontsize="small")
-    caption = f"{n} instances, {n_bins} bins; ECE " + ", ".join(f"{m} {v:.3f}" for m, v in ece.items())
-    ax.set_title(caption, fontsize="small")
-    return ReliabilityDiagram(ax, count_ax, tables, ece, caption)
+    caption = f"{n} instances, {n_bins} bins; " + "; ".join(
+        f"{m}: log loss {nll[m]:.3f}, Brier {brier[m]:.3f}, ECE {ece[m]:.3f}" for m in tables
+    )
+    ax.set_title(f"{n} instances, {n_bins} confidence bins", fontsize="small")
+    return ReliabilityDiagram(ax, count_ax, tables, ece, caption, nll, brier)
 
 
 def _scalar_series(idata: Posterior, var_names: Sequence[str], coords: Mapping | None):

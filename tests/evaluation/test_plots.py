@@ -73,8 +73,12 @@ def test_reliability_diagram_shows_each_model_counts_and_ece():
     legend = [t.get_text() for t in out.ax.get_legend().get_texts()]
     for model in models:
         ece = metrics.expected_calibration_error(labels, models[model], 8)
-        assert out.ece[model] == ece and f"{model} (ECE {ece:.3f})" in legend
-        assert f"{model} {ece:.3f}" in out.caption and out.ax.get_title() == out.caption
+        nll, brier = metrics.log_loss(labels, models[model]), metrics.brier_score(labels, models[model])
+        assert out.ece[model] == ece and out.log_loss[model] == nll and out.brier[model] == brier
+        assert f"{model} (NLL {nll:.3f}, Brier {brier:.3f}, ECE {ece:.3f})" in legend
+        assert f"{model}: log loss {nll:.3f}, Brier {brier:.3f}, ECE {ece:.3f}" in out.caption
+        n = sum(len(y) for y in labels)
+        assert out.ax.get_title() == f"{n} instances, 8 confidence bins"
     # One count bar per model and bin, heights the table's counts.
     heights = [p.get_height() for p in out.count_ax.patches]
     assert len(heights) == 2 * 8
