@@ -422,3 +422,29 @@ def test_the_driver_stops_on_the_first_order_residual_not_the_change():
     # A pass that changes nothing is a stall: the fit stops there, not converged while the residual is large.
     s = _toy_fit(limit=10.0, tol=1e-3, max_iter=10, spec=EMSpec(_toy_e_step_with_residual, _stay))
     assert int(s.n_iter) == 1 and not bool(s.converged) and float(s.residual) == pytest.approx(2.0)
+
+
+def test_on_digits_em_and_map_each_reach_an_optimum_their_residual_is_the_gradient_and_agree_in_a_basin(
+    digits,
+):
+    """Digits have several optima, and EM and MAP from zero may stop at different ones: each is a
+    first-order optimum whose reported residual is the autodiff gradient's largest component, and EM
+    started at MAP's optimum stays there, to 1e-5 of the log posterior and better."""
+    from jax.flatten_util import ravel_pytree
+
+    from orlr_ppl.model.log_density import potential_and_grad, prior_scales
+    from orlr_ppl.model.numpyro_model import split_model_data
+
+    with jax.enable_x64(True):
+        data = make_model_data(digits.bags, digits.label_sets, 10, dtype=np.float64)
+        em = fit_em(data, prior_scale=1.0, intercept_scale=10.0, max_iter=2000)  # slow on these bags
+        mp = fit_map(data, prior_scale=1.0, intercept_scale=10.0)
+        arrays, shape = split_model_data(data)
+        basis = sum_to_zero_basis(10)
+        for res in (em, mp):
+            params = {"W_raw": jnp.asarray(res.W @ basis), "beta_raw": jnp.asarray(res.beta @ basis)}
+            _, grad = potential_and_grad(params, arrays, prior_scales(1.0, 10.0, np.float64), shape, True)
+            largest = float(np.abs(ravel_pytree(grad)[0]).max())
+            assert res.converged and largest == pytest.approx(res.optimality, rel=1e-6, abs=1e-9)
+        again = fit_em(data, prior_scale=1.0, intercept_scale=10.0, init=mp.params)
+    assert again.converged and again.log_posterior == pytest.approx(mp.log_posterior, rel=1e-5)
