@@ -1,4 +1,4 @@
-"""Can the posterior be trusted? NUTS/SVI convergence checks, and EM/MAP stopping reports.
+"""Can the posterior be trusted? NUTS, SVI and Laplace checks, and EM/MAP stopping reports.
 
 The public names of ``orlr_ppl.inference.diagnostics``, as a module of its own.
 """

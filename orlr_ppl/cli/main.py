@@ -320,8 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--strategy",
         choices=["bald", "entropy", "margin", "random"],
         default=None,
-        help="bald: mutual information with the weights (NUTS/SVI models); entropy, margin: of each "
-        "instance's posterior given its bag's labels; random (default: bald for a NUTS or SVI model, "
+        help="bald: mutual information with the weights (Laplace, NUTS, SVI models); entropy, margin: of "
+        "each instance's posterior given its bag's labels; random (default: bald for a posterior model, "
         "entropy otherwise)",
     )
     qry.add_argument(

@@ -7,7 +7,7 @@ NumPyro keeps a kernel's settings apart from its driver. ``ORLRCV`` chooses the
 prior's scale (and a kernel's width) by bag-level cross-validation, as
 scikit-learn's ``LogisticRegressionCV`` does.
 
-Fitting runs the inference layer's EM, MAP, NUTS or SVI; predictions come from
+Fitting runs the inference layer's MAP, EM, Laplace, NUTS or SVI; predictions come from
 the shared ``_BagClassifier`` interface, refined here to average over the
 posterior draws when the fit has them (a point estimate is one draw).
 """
@@ -463,7 +463,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
     def diagnostics(self) -> Diagnostics | PointDiagnostics:
         """Convergence report of the fit; ``print`` it for a readable summary.
 
-        NUTS/SVI: ``orlr_ppl.diagnostics.Diagnostics`` (``table``: mean, sd,
+        Laplace/NUTS/SVI: ``orlr_ppl.diagnostics.Diagnostics`` (``table``: mean, sd,
         R-hat, bulk/tail ESS per scalar of ``W`` and ``beta``; ``sampler``:
         divergences, tree depth, step size, E-BFMI, PSIS-LOO k-hat share;
         ``problems``; ``converged``). EM/MAP: ``orlr_ppl.diagnostics.PointDiagnostics``
@@ -496,7 +496,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         """``(coef, intercept)``, (d, C) and (C,), for raw features: ``x @ coef + intercept`` are the logits.
 
         ``coef_`` acts on standardised features; this rewrites it (and the
-        intercepts) for the features as given to ``fit``. For NUTS/SVI, of the
+        intercepts) for the features as given to ``fit``. For a posterior, of the
         posterior means ``coef_``/``intercept_``.
         """
         check_is_fitted(self, "n_classes_")
@@ -619,7 +619,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         A row matters when ``||W[j]|| * sd_j >= effect``, ``sd_j`` its
         feature's training sd (``INCLUSION_EFFECT``): moving that feature by
         one sd moves the class logits by at least ``effect`` (in l2 norm over
-        classes). NUTS/SVI: the share over the posterior draws kept for
+        classes). Laplace/NUTS/SVI: the share over the posterior draws kept for
         prediction; EM/MAP: 0 or 1 (an l2,1 fit's zero rows are 0).
         """
         check_is_fitted(self, "n_classes_")
@@ -688,7 +688,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         return [p.mean(axis=0) for p in self._draw_proba(feats)]
 
     def _transductive_proba(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> list[np.ndarray]:
-        """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over draws (NUTS/SVI)."""
+        """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over draws (posteriors)."""
         if not hasattr(self, "coef_draws_") and not self._relaxed():
             return super()._transductive_proba(feats, sets)
         total = np.asarray(sum(self._draw_posteriors(feats, sets)))
@@ -802,8 +802,8 @@ class ORLR(_KernelFeatures, _BagClassifier):
         if strategy == "bald" and not hasattr(self, "coef_draws_"):
             raise ValueError(
                 f"strategy='bald' needs a posterior, and this is an inference={self._method().name!r} "
-                "fit (one point estimate: its mutual information is zero): refit with inference='nuts' "
-                "or 'svi', or query with strategy='entropy'"
+                "fit (one point estimate: its mutual information is zero): refit with inference='laplace', "
+                "'nuts' or 'svi', or query with strategy='entropy'"
             )
         if label_sets is None and isinstance(bags, MIMLData):
             label_sets = bags.label_sets
@@ -885,7 +885,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         if method in ("em", "map"):
             warnings.warn(
                 f"{name} on an inference={method!r} fit: one point estimate of the weights, so "
-                f"{consequence}; fit with inference='nuts' or 'svi' for the weights' uncertainty",
+                f"{consequence}; fit with inference='laplace', 'nuts' or 'svi' for the weights' uncertainty",
                 UserWarning,
                 stacklevel=3,
             )

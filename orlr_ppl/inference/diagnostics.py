@@ -319,7 +319,7 @@ def _fmt(value: float | None, fmt: str) -> str:
 
 
 class Diagnostics(NamedTuple):
-    """Convergence report of a posterior fit (``diagnose``; ``ORLR.diagnostics()`` for NUTS/SVI).
+    """Convergence report of a posterior fit (``diagnose``; ``ORLR.diagnostics()`` for NUTS, SVI, Laplace).
 
     Attributes:
         table: ``convergence_table``, one row per interpretable scalar.
