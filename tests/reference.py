@@ -50,6 +50,31 @@ def inclusion_exclusion_mp(logits: np.ndarray, label_set, dps: int = 60) -> floa
         return float(mpmath.log(total))
 
 
+def _labelling_mass(logits, label_set, optional=(), leak=None, known=None) -> tuple[np.ndarray, np.ndarray]:
+    """Every labelling of the instances (L, n) and each one's probability times the chance that it, with
+    some leak pattern, makes ``label_set`` (L,): the enumeration ``brute_force_variants`` and
+    ``brute_force_pairs`` share (arguments as theirs)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    n, c = logits.shape
+    target, extra = [int(y) for y in label_set], set(int(o) for o in optional)
+    eps = dict(zip(target, [0.0] * len(target) if leak is None else [float(e) for e in leak]))
+    lp = log_softmax(logits, axis=1)
+    known = [-1] * n if known is None else [int(k) for k in known]
+    choices = [range(c) if k < 0 else [k] for k in known]
+    labellings = np.array(list(itertools.product(*choices)))
+    weights = lp[np.arange(n), labellings].sum(axis=1)
+    mass = np.zeros(len(labellings))
+    for on in itertools.product([False, True], repeat=len(target)):
+        leaked = {y for y, o in zip(target, on) if o}
+        p_leak = np.prod([eps[y] if o else 1.0 - eps[y] for y, o in zip(target, on)])
+        if p_leak == 0.0:
+            continue
+        hit = np.array([(set(row.tolist()) - extra) | leaked == set(target) for row in labellings])
+        mass += p_leak * hit
+    with np.errstate(divide="ignore"):
+        return labellings, weights + np.log(mass)
+
+
 def brute_force_variants(logits, label_set, optional=(), leak=None, known=None) -> tuple[float, np.ndarray]:
     """Enumerate labellings and leak patterns of the relaxed union: (log p, (n, C) posteriors), float64.
 
@@ -60,28 +85,10 @@ def brute_force_variants(logits, label_set, optional=(), leak=None, known=None) 
     ``known``: per instance a class, or -1; a known instance takes its class
     (the likelihood is then the joint one of the label set and those labels).
     """
-    logits = np.asarray(logits, dtype=np.float64)
-    n, c = logits.shape
-    target, extra = [int(y) for y in label_set], set(int(o) for o in optional)
-    eps = dict(zip(target, [0.0] * len(target) if leak is None else [float(e) for e in leak]))
-    lp = log_softmax(logits, axis=1)
-    known = [-1] * n if known is None else [int(k) for k in known]
-    choices = [range(c) if k < 0 else [k] for k in known]
-    labellings = np.array(list(itertools.product(*choices)))
-    weights = lp[np.arange(n), labellings].sum(axis=1)
-    patterns = list(itertools.product([False, True], repeat=len(target)))
-    mass = np.zeros(len(labellings))
-    for on in patterns:
-        leaked = {y for y, o in zip(target, on) if o}
-        p_leak = np.prod([eps[y] if o else 1.0 - eps[y] for y, o in zip(target, on)])
-        if p_leak == 0.0:
-            continue
-        hit = np.array([(set(row.tolist()) - extra) | leaked == set(target) for row in labellings])
-        mass += p_leak * hit
-    if not np.any(mass > 0):
+    n, c = np.shape(logits)
+    labellings, log_w = _labelling_mass(logits, label_set, optional, leak, known)
+    if not np.any(np.isfinite(log_w)):
         return -np.inf, np.full((n, c), np.nan)
-    with np.errstate(divide="ignore"):
-        log_w = weights + np.log(mass)
     ll = logsumexp(log_w)
     share = np.exp(log_w - ll)
     post = np.stack([np.bincount(labellings[:, i], share, minlength=c) for i in range(n)])
@@ -122,20 +129,8 @@ def brute_force_variants_jax(logits, label_set, optional, log_leak, known):
 def brute_force_pairs(logits, label_set, optional=(), leak=None, known=None) -> np.ndarray:
     """(n, C, n, C) joint posteriors ``p(y_i = c, y_m = c' | Y)`` by enumeration, as
     ``brute_force_variants`` (the same labellings and leak patterns), float64."""
-    logits = np.asarray(logits, dtype=np.float64)
-    n, c = logits.shape
-    target, extra = [int(y) for y in label_set], set(int(o) for o in optional)
-    eps = dict(zip(target, [0.0] * len(target) if leak is None else [float(e) for e in leak]))
-    lp = log_softmax(logits, axis=1)
-    known = [-1] * n if known is None else [int(k) for k in known]
-    labellings = np.array(list(itertools.product(*[range(c) if k < 0 else [k] for k in known])))
-    mass = np.zeros(len(labellings))
-    for on in itertools.product([False, True], repeat=len(target)):
-        leaked = {y for y, o in zip(target, on) if o}
-        p_leak = np.prod([eps[y] if o else 1.0 - eps[y] for y, o in zip(target, on)])
-        hit = np.array([(set(row.tolist()) - extra) | leaked == set(target) for row in labellings])
-        mass += p_leak * hit
-    w = np.exp(lp[np.arange(n), labellings].sum(axis=1)) * mass
-    w /= w.sum()
+    c = np.shape(logits)[1]
+    labellings, log_w = _labelling_mass(logits, label_set, optional, leak, known)
+    w = np.exp(log_w - logsumexp(log_w))
     onehot = np.eye(c)[labellings]  # (L, n, C)
     return np.einsum("l,lia,lmb->iamb", w, onehot, onehot)

@@ -276,22 +276,14 @@ class ORLR(_KernelFeatures, _BagClassifier):
         # The optimisers run in float64: float32's round-off in the log posterior stops their
         # line searches short of an optimum (the guide's "Optima that are optima").
         dtype = np.float32 if sampled else np.float64
-        data = make_model_data(
-            feats,
-            label_sets,
-            n_classes,
-            self.max_labels,
-            canonical_shapes=canonical,
-            layout=layout,
-            instance_labels=instance_labels,
-            novel_class=bool(self.novel_class),
-            leak=self.leak,
-            weight_prior=self.prior,
-            dtype=dtype,
-        )
+        pack = partial(self._model_data, feats, label_sets, n_classes, instance_labels, layout)
+        data = pack(canonical, dtype)
         self.canonical_shapes_ = canonical
         if self._by_evidence():
-            self._choose_by_evidence(data, feats, label_sets, n_classes, instance_labels, layout)
+            # In float64 and on canonical shapes, as a MAP or Laplace fit packs them: the search
+            # follows the same MAPs whichever inference comes after it (the optima it meets, where
+            # there are several, depend on the bags' order of summation, to round-off).
+            self._choose_by_evidence(data if not sampled else pack(True, np.float64))
         with jax.enable_x64(not sampled):
             if posterior:
                 ids = getattr(bags, "bag_ids", None)  # a MIMLData's: the diagnostics name bags by them
@@ -363,37 +355,37 @@ class ORLR(_KernelFeatures, _BagClassifier):
         scale = self.prior_scale_
         return np.asarray(scale, np.float64)[:, None] if np.ndim(scale) == 1 else scale
 
-    def _choose_by_evidence(
+    def _model_data(
         self,
-        data: ModelData,
         feats: list[np.ndarray],
         label_sets: list[Any],
         n_classes: int,
         instance_labels: Sequence[Iterable[int]] | None,
         layout: Layout | None,
-    ) -> None:
+        canonical: bool,
+        dtype: type,
+    ) -> ModelData:
+        """The bags packed for the model (``make_model_data``) with this estimator's model settings."""
+        return make_model_data(
+            feats,
+            label_sets,
+            n_classes,
+            self.max_labels,
+            canonical_shapes=canonical,
+            layout=layout,
+            instance_labels=instance_labels,
+            novel_class=bool(self.novel_class),
+            leak=self.leak,
+            weight_prior=self.prior,
+            dtype=dtype,
+        )
+
+    def _choose_by_evidence(self, data: ModelData) -> None:
         """``prior_scale="evidence"`` (or ``"ard"``): ``prior_scale_`` (one per feature, (d,)) by
-        type-II maximum likelihood on the Laplace evidence (``inference.evidence``), in float64,
-        before the fit proper; ``evidence_path_`` holds every (scale, log evidence) tried."""
+        type-II maximum likelihood on the Laplace evidence (``inference.evidence``) of ``data``
+        (float64), before the fit proper; ``evidence_path_`` holds every (scale, log evidence) tried."""
         from ..inference.evidence import fit_ard, fit_evidence
 
-        if data.buckets[0].features.dtype != np.float64:  # a sampler's data: float32, packed tight
-            # In float64 and on canonical shapes, as a MAP or Laplace fit packs them: the search
-            # follows the same MAPs whichever inference comes after it (the optima it meets, where
-            # there are several, depend on the bags' order of summation, to round-off).
-            data = make_model_data(
-                feats,
-                label_sets,
-                n_classes,
-                self.max_labels,
-                canonical_shapes=True,
-                layout=layout,
-                instance_labels=instance_labels,
-                novel_class=bool(self.novel_class),
-                leak=self.leak,
-                weight_prior=self.prior,
-                dtype=np.float64,
-            )
         with jax.enable_x64(True):
             search = fit_ard if getattr(self, "prior_scale", None) == ARD else fit_evidence
             chosen = search(data, self.intercept_scale, self.fit_intercept)
