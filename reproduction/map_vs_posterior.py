@@ -11,9 +11,8 @@ the held-out instances (``metrics.instance_scores``):
 - seconds, the prior scale used, and the method's own check: the MAP's first-order residual, the
   Laplace and SVI draws' importance k-hat, NUTS's max R-hat, min bulk/tail ESS and divergences.
 
-Arms are ``METHOD@PRIOR``: PRIOR is a number, ``evidence`` (``prior_scale="evidence"``: the scale that
-maximises the Laplace evidence of the training bags, chosen inside each fit) or ``ard`` (one scale per
-feature by that evidence). The
+Arms are ``METHOD@PRIOR``: PRIOR is a number, or ``evidence`` (``prior_scale="evidence"``: the scale
+that maximises the Laplace evidence of the training bags, chosen inside each fit). The
 summary gives each arm's mean and sd over folds, and each posterior's NLL minus the MAP's under the
 same prior, fold by fold.
 
@@ -55,7 +54,7 @@ def arms(args: argparse.Namespace) -> list[tuple[str, str, float | str]]:
     """``(name, method, prior_scale)`` for each of ``--arms`` under each of ``--priors``."""
     out = []
     for prior in args.priors.split(","):
-        scale: float | str = prior if prior in ("evidence", "ard") else float(prior)
+        scale: float | str = prior if prior == "evidence" else float(prior)
         for method in args.arms.split(","):
             if method not in METHODS:
                 raise SystemExit(f"--arms: {method!r} is not one of {METHODS}")
@@ -97,7 +96,7 @@ def fit_fold(args: argparse.Namespace):
             row[name] = {
                 **scores,
                 "seconds": round(seconds, 1),
-                "prior_scale": np.asarray(model.prior_scale_, float).round(4).tolist(),
+                "prior_scale": float(model.prior_scale_),
                 "check": check(model, method),
             }
             jax.clear_caches()  # each fold compiles for its own shapes; keep the memory flat
@@ -134,7 +133,7 @@ def main() -> None:
     )
     parser.add_argument("--dataset", choices=["demo", "letter-frost", "hja-union"], default="demo")
     parser.add_argument("--arms", default=",".join(METHODS), help=f"comma list of {METHODS}")
-    parser.add_argument("--priors", default="1,evidence", help="comma list of prior scales, evidence, ard")
+    parser.add_argument("--priors", default="1,evidence", help="comma list of prior scales, or evidence")
     parser.add_argument("--folds", type=int, default=10)
     add_part_options(parser)
     args = parser.parse_args()

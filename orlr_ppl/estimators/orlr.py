@@ -60,10 +60,6 @@ if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a repo
 EVIDENCE = "evidence"
 """``prior_scale=EVIDENCE``: the scale that maximises the Laplace approximation of the marginal
 likelihood (MacKay's evidence; ``inference.evidence``), chosen before the fit."""
-ARD = "ard"
-"""``prior_scale=ARD``: one scale per feature, by the same evidence (automatic relevance
-determination; ``inference.evidence.fit_ard``)."""
-BY_EVIDENCE = (EVIDENCE, ARD)
 INCLUSION_EFFECT = 0.5
 """A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
 moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, odds x 1.65)."""
@@ -138,11 +134,8 @@ class ORLR(_KernelFeatures, _BagClassifier):
             maximum likelihood; ``"evidence"``: chosen by type-II maximum
             likelihood on the Laplace approximation of the marginal likelihood
             (MacKay's evidence, ``inference.evidence``; Normal prior), for any
-            ``inference``, with ``evidence_path_`` the scales tried; ``"ard"``: one
-            scale per feature by the same evidence (automatic relevance
-            determination: ``prior_scale_`` is then (d,), and features the bags do
-            not inform get small ones). ``ORLRCV`` chooses it by cross-validation
-            instead.
+            ``inference``, with ``evidence_path_`` the scales tried. ``ORLRCV``
+            chooses it by cross-validation instead.
         intercept_scale: sd of the Normal prior on the intercepts; None: flat.
         fit_intercept: learn per-class intercepts ``beta``.
         features: the instance feature map, fitted on the training instances
@@ -315,9 +308,9 @@ class ORLR(_KernelFeatures, _BagClassifier):
         for scale in scales:
             if isinstance(scale, str):
                 raise ValueError(
-                    f"prior_scale={scale!r}: give a number, None (flat), {EVIDENCE!r} (chosen by the "
-                    f"Laplace evidence) or {ARD!r} (one per feature, by it); to choose it by bag-level "
-                    "cross-validation use ORLRCV (from orlr_ppl import ORLRCV)"
+                    f"prior_scale={scale!r}: give a number, None (flat), or {EVIDENCE!r} (chosen by the "
+                    "Laplace evidence); to choose it by bag-level cross-validation use ORLRCV "
+                    "(from orlr_ppl import ORLRCV)"
                 )
             if scale is not None and not float(scale) > 0:
                 raise ValueError(f"prior_scale={scale!r}: give a positive scale, or None (a flat prior)")
@@ -326,11 +319,6 @@ class ORLR(_KernelFeatures, _BagClassifier):
                 f"prior_scale={self.prior_scale!r} with prior={self.prior!r}, leak={self.leak!r}: the "
                 "evidence is the Laplace approximation's, which needs the Normal prior and no learnt leak "
                 "(a fixed leak, leak=0.05, works); give a prior_scale, or use ORLRCV"
-            )
-        if getattr(self, "prior_scale", None) == ARD and self._kernel_spec() is not None:
-            raise ValueError(
-                f"prior_scale={ARD!r} with a kernel feature map: ARD gives each linear feature a scale; "
-                f"use prior_scale={EVIDENCE!r} (one shared scale), or prior='l21' to prune dictionary rows"
             )
         scale = scales[0] if scales else 1.0
         if self.prior == "group_horseshoe" and (not isinstance(method, NUTS | SVI) or scale is None):
@@ -346,14 +334,8 @@ class ORLR(_KernelFeatures, _BagClassifier):
         return [] if self._by_evidence() else [self.prior_scale]
 
     def _by_evidence(self) -> bool:
-        """``prior_scale="evidence"`` or ``"ard"`` (``ORLRCV`` has candidates instead)."""
-        return getattr(self, "prior_scale", None) in BY_EVIDENCE
-
-    def _fit_scale(self) -> float | np.ndarray | None:
-        """``prior_scale_`` as the fits take it: a float, None, or ARD's (d,) as a (d, 1) column,
-        which the prior of ``W_raw`` (d, C - 1) broadcasts along each feature's row."""
-        scale = self.prior_scale_
-        return np.asarray(scale, np.float64)[:, None] if np.ndim(scale) == 1 else scale
+        """``prior_scale="evidence"`` (``ORLRCV`` has candidates instead)."""
+        return getattr(self, "prior_scale", None) == EVIDENCE
 
     def _model_data(
         self,
@@ -381,14 +363,13 @@ class ORLR(_KernelFeatures, _BagClassifier):
         )
 
     def _choose_by_evidence(self, data: ModelData) -> None:
-        """``prior_scale="evidence"`` (or ``"ard"``): ``prior_scale_`` (one per feature, (d,)) by
-        type-II maximum likelihood on the Laplace evidence (``inference.evidence``) of ``data``
-        (float64), before the fit proper; ``evidence_path_`` holds every (scale, log evidence) tried."""
-        from ..inference.evidence import fit_ard, fit_evidence
+        """``prior_scale="evidence"``: ``prior_scale_`` by type-II maximum likelihood on the Laplace
+        evidence (``inference.evidence``) of ``data`` (float64), before the fit proper;
+        ``evidence_path_`` holds every (scale, log evidence) tried."""
+        from ..inference.evidence import fit_evidence
 
         with jax.enable_x64(True):
-            search = fit_ard if getattr(self, "prior_scale", None) == ARD else fit_evidence
-            chosen = search(data, self.intercept_scale, self.fit_intercept)
+            chosen = fit_evidence(data, self.intercept_scale, self.fit_intercept)
         self.prior_scale_ = chosen.prior_scale
         self.evidence_path_ = np.asarray(chosen.path, np.float64)
         self.log_evidence_ = chosen.log_evidence
@@ -398,7 +379,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         res = fit_point(
             data,
             method,
-            self._fit_scale(),
+            self.prior_scale_,
             self.intercept_scale,
             self.fit_intercept,
             seed=self._seed(),
@@ -418,7 +399,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         from ..inference.inference_data import with_names
 
         res = fit_posterior(
-            data, method, self._fit_scale(), self.intercept_scale, self.fit_intercept, self._seed()
+            data, method, self.prior_scale_, self.intercept_scale, self.fit_intercept, self._seed()
         )
         if res.losses is not None:
             self.losses_ = res.losses
@@ -903,9 +884,8 @@ class ORLR(_KernelFeatures, _BagClassifier):
         if getattr(self, "leak_", None) is not None:
             pruned["leak_"] = float(self.leak_)
         for name in ("prior_scale_", "kernel_gamma_"):  # the values used, "auto" resolved
-            value = getattr(self, name, None)
-            if value is not None:  # ARD's prior_scale_ is one scale per feature
-                pruned[name] = np.asarray(value, np.float64).tolist() if np.ndim(value) else float(value)
+            if getattr(self, name, None) is not None:
+                pruned[name] = float(getattr(self, name))
         if getattr(self, "n_pruned_rows_", 0):
             pruned["n_pruned_rows_"] = int(self.n_pruned_rows_)
         mode = {}  # a point fit's report, and the MAP a Laplace posterior sits at

@@ -43,15 +43,14 @@ class EvidenceFit(NamedTuple):
     """The evidence's choice of the prior scale.
 
     Attributes:
-        prior_scale: the chosen ``s``: a float, or (d,) one per feature (``fit_ard``).
+        prior_scale: the chosen ``s``.
         log_evidence: the Laplace approximation of ``log p(Y | X, s)`` there.
         gaussian: the Laplace approximation at the chosen scale (its MAP, Hessian).
-        path: ((scale, log evidence), ...) every scale evaluated, in order (``fit_ard``: the
-            geometric mean of the features' scales).
+        path: ((scale, log evidence), ...) every scale evaluated, in order.
         converged: the search met its tolerance within its evaluations.
     """
 
-    prior_scale: float | np.ndarray
+    prior_scale: float
     log_evidence: float
     gaussian: Gaussian
     path: tuple[tuple[float, float], ...]
@@ -92,60 +91,3 @@ def fit_evidence(
     )
     best = max(path, key=lambda sv: sv[1])[0]
     return EvidenceFit(best, fits[best].log_evidence, fits[best], tuple(path), bool(res.success))
-
-
-ARD_STEPS = 100
-"""ARD updates at most."""
-ARD_LOG_TOL = 1e-2
-"""ARD stops when no feature's scale moves by more than this on the log scale (1 %)."""
-
-
-def row_variances(gaussian: Gaussian, n_features: int, width: int) -> np.ndarray:
-    """(d,) ``tr Sigma`` over each feature's row of ``W_raw`` (``width`` entries each), ``Sigma = H^-1``."""
-    inv_chol = np.linalg.solve(gaussian.cholesky, np.eye(gaussian.cholesky.shape[0]))  # L^-1
-    variances = np.sum(inv_chol**2, axis=0)  # diag(Sigma) = the column sums of (L^-1)^2
-    return variances[: n_features * width].reshape(n_features, width).sum(axis=1)
-
-
-def fit_ard(
-    data: ModelData,
-    intercept_scale: float | None,
-    fit_intercept: bool = True,
-    max_iter: int = MAP.max_iter,
-    tol: float = MAP.tol,
-) -> EvidenceFit:
-    """One prior scale per feature (automatic relevance determination) by the Laplace evidence.
-
-    Starts from the shared scale ``fit_evidence`` chooses, then updates every feature's scale
-    at once to ``s_j^2 = (||W_raw^[j]||^2 + tr Sigma_jj) / k`` (``k`` = C - 1 weights a row;
-    ``Sigma = H^-1``): the stationary point of the evidence in ``s_j`` with the likelihood's
-    Hessian held (the update of Tipping's relevance vector machine). A feature the bags do not
-    inform has ``tr Sigma_jj`` near ``k s_j^2`` and a weight near zero, so its scale shrinks,
-    and with it the prior-sized spread its weights add to every draw. Each step refits the MAP
-    from the last one's and recomputes the exact Hessian; the scales are clipped to
-    ``SCALE_RANGE``, and the step of highest evidence is kept (the update is not guaranteed to
-    raise it). ``EvidenceFit.prior_scale`` is then (d,).
-    """
-    shared = fit_evidence(data, intercept_scale, fit_intercept, max_iter=max_iter, tol=tol)
-    width = data.n_outputs - 1
-    scales = np.full(data.n_features, shared.prior_scale)
-    gaussian = shared.gaussian
-    best = (scales, gaussian)
-    path = [(float(np.exp(np.mean(np.log(scales)))), gaussian.log_evidence)]
-    converged = False
-    for _ in range(ARD_STEPS):
-        w = gaussian.mode[: data.n_features * width].reshape(data.n_features, width)
-        proposal = np.sqrt((np.sum(w**2, axis=1) + row_variances(gaussian, data.n_features, width)) / width)
-        proposal = np.clip(proposal, *SCALE_RANGE)
-        step = np.max(np.abs(np.log(proposal) - np.log(scales)))
-        scales = proposal
-        gaussian = laplace_approximation(
-            data, scales[:, None], intercept_scale, fit_intercept, max_iter, tol, init=gaussian.map.params
-        )
-        path.append((float(np.exp(np.mean(np.log(scales)))), gaussian.log_evidence))
-        if gaussian.log_evidence > best[1].log_evidence:
-            best = (scales, gaussian)
-        if step < ARD_LOG_TOL:
-            converged = True
-            break
-    return EvidenceFit(best[0], best[1].log_evidence, best[1], tuple(path), converged)

@@ -176,18 +176,3 @@ def test_prior_scale_by_evidence_is_recorded_and_saved(tmp_path):
     assert model.log_evidence_ == pytest.approx(model.evidence_path_[:, 1].max())
     again = ORLR.load(model.save(tmp_path / "e"))
     assert again.prior_scale_ == model.prior_scale_ and again.get_params()["prior_scale"] == "evidence"
-
-
-def test_ard_gives_an_uninformative_feature_a_small_scale(tmp_path):
-    """A feature of pure noise gets a smaller scale than the informative ones, and the evidence rises."""
-    rng = np.random.default_rng(6)
-    bags, sets, _ = _drawn(120, np.array([[2.0, -1.0, -1.0], [-1.0, 2.0, -1.0]]), seed=6)
-    bags = [np.concatenate([x, rng.normal(size=(len(x), 1))], axis=1) for x in bags]  # + a noise feature
-    model = ORLR(prior_scale="ard").fit(bags, sets)
-    scales = np.asarray(model.prior_scale_)
-    assert scales.shape == (3,) and scales[2] < 0.5 * min(scales[:2])
-    assert model.log_evidence_ >= model.evidence_path_[0, 1]  # at least the shared scale's evidence
-    again = ORLR.load(model.save(tmp_path / "ard"))
-    np.testing.assert_allclose(again.prior_scale_, scales)
-    with pytest.raises(ValueError, match="kernel"):
-        ORLR(prior_scale="ard", features="rbf").fit(bags, sets)
