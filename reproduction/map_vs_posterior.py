@@ -11,8 +11,10 @@ the held-out instances (``metrics.instance_scores``):
 - seconds, the prior scale used, and the method's own check: the MAP's first-order residual, the
   Laplace and SVI draws' importance k-hat, NUTS's max R-hat, min bulk/tail ESS and divergences.
 
-Arms are ``METHOD@PRIOR``: PRIOR is a number, or ``evidence`` (``prior_scale="evidence"``: the scale
-that maximises the Laplace evidence of the training bags, chosen inside each fit). The
+Arms are ``METHOD@PRIOR``: PRIOR is a number, ``evidence`` (``prior_scale="evidence"``: the scale
+that maximises the Laplace evidence of the training bags, chosen inside each fit) or ``cv``
+(``ORLRCV``: the scale of the default grid with the best held-out bag log-likelihood in 3-fold
+bag-level cross-validation of MAP fits, then the method at it). The
 summary gives each arm's mean and sd over folds, and each posterior's NLL minus the MAP's under the
 same prior, fold by fold.
 
@@ -33,7 +35,7 @@ import jax
 import numpy as np
 
 from benchmarks.harness import add_part_options, host_devices, machine, run_in_parts
-from orlr_ppl import ORLR, metrics
+from orlr_ppl import ORLR, ORLRCV, metrics
 from orlr_ppl.data.datasets import make_miml_digits
 
 METHODS = ("em", "map", "laplace", "svi", "nuts")
@@ -54,7 +56,7 @@ def arms(args: argparse.Namespace) -> list[tuple[str, str, float | str]]:
     """``(name, method, prior_scale)`` for each of ``--arms`` under each of ``--priors``."""
     out = []
     for prior in args.priors.split(","):
-        scale: float | str = prior if prior == "evidence" else float(prior)
+        scale: float | str = prior if prior in ("evidence", "cv") else float(prior)
         for method in args.arms.split(","):
             if method not in METHODS:
                 raise SystemExit(f"--arms: {method!r} is not one of {METHODS}")
@@ -85,7 +87,10 @@ def fit_fold(args: argparse.Namespace):
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # each fit's checks are recorded below
-                model = ORLR(inference=method, prior_scale=scale, random_state=fold)
+                if scale == "cv":  # the scale by bag-level cross-validation, then the method at it
+                    model = ORLRCV(inference=method, progress_bar=False, random_state=fold)
+                else:
+                    model = ORLR(inference=method, prior_scale=scale, random_state=fold)
                 model.fit(train)
             seconds = time.perf_counter() - t0
             proba = model.predict_proba(test)
@@ -133,7 +138,7 @@ def main() -> None:
     )
     parser.add_argument("--dataset", choices=["demo", "letter-frost", "hja-union"], default="demo")
     parser.add_argument("--arms", default=",".join(METHODS), help=f"comma list of {METHODS}")
-    parser.add_argument("--priors", default="1,evidence", help="comma list of prior scales, or evidence")
+    parser.add_argument("--priors", default="1,evidence", help="comma list of prior scales, evidence, cv")
     parser.add_argument("--folds", type=int, default=10)
     add_part_options(parser)
     args = parser.parse_args()
