@@ -379,6 +379,11 @@ def potential_hessian(
     frees the other. The moments are summed over the bags' own K slots, then mapped to
     the classes; ``arrays`` from ``hessian_chunks`` go through in ``n_chunks`` chunks.
     """
+    if shape.leak == "learn" or shape.weight_prior != "normal":
+        raise ValueError(
+            f"potential_hessian covers the Normal prior and a fixed leak, not weight_prior="
+            f"{shape.weight_prior!r}, leak={shape.leak!r} (whose sites it would leave out)"
+        )
     c = shape.n_classes + int(shape.novel_class)
     d = shape.n_features
     basis = jnp.asarray(sum_to_zero_basis(c), params["W_raw"].dtype)
