@@ -154,3 +154,13 @@ def test_chunks_and_padding_change_nothing(monkeypatch):
         chunked = np.asarray(ld.potential_hessian(params, padded, scales, shape, True, True, n_chunks)[0])
     np.testing.assert_allclose(canonical, tight, atol=1e-10)
     np.testing.assert_allclose(chunked, tight, atol=1e-10)
+
+
+def test_the_hessian_refuses_sites_it_would_leave_out():
+    bags, sets = _bags(seed=1, n_bags=4)
+    for kw in ({"leak": "learn"}, {"weight_prior": "l21"}):
+        data = make_model_data(bags, sets, 4, **kw)
+        arrays, shape = split_model_data(data)
+        params = {"W_raw": np.zeros((2, 3), np.float32), "beta_raw": np.zeros(3, np.float32)}
+        with pytest.raises(ValueError, match="leave out"):
+            ld.potential_hessian(params, arrays, ld.prior_scales(1.0, 10.0), shape, True, True, 1)
