@@ -3,7 +3,7 @@
     python -m reproduction.active_annotation [--dataset hja-union|letter-frost] [--folds 5]
         [--rounds 20] [--batch 10] [--strategies bald,entropy,entropy-map,random]
         [--svi-steps 1000] [--run-folds 0,1] [--save rows.jsonl] [--summarise]
-        [--merge other_rows.jsonl] [--plot FIG.png]
+        [--merge other_rows.jsonl ...] [--plot FIG.png]
 
 Each fold of the bag-level split (seed 0, as ``orlr-ppl evaluate``) starts from the training bags'
 labels alone. A round fits ORLR with every instance label queried so far (``fit(...,
@@ -204,8 +204,9 @@ def main() -> None:
     p.add_argument(
         "--merge",
         type=Path,
-        default=None,
-        help="with --summarise: add the strategies of another run's saved rows (same folds)",
+        action="append",
+        default=[],
+        help="with --summarise: add the strategies of another run's saved rows (same folds); repeatable",
     )
     add_part_options(p)
     args = p.parse_args()
@@ -217,14 +218,14 @@ def main() -> None:
     }
 
     def summary(rows: list[dict[str, Any]], folds: list[int]) -> None:
-        if args.merge is not None:  # another run's strategies, on the same folds
+        for other in args.merge:  # other runs' strategies, on the same folds
             saved = {}
-            for line in args.merge.read_text().splitlines():
+            for line in other.read_text().splitlines():
                 record = json.loads(line)
                 saved[record["fold"]] = record["row"]
             missing = [f for f in folds if f not in saved]
             if missing:
-                raise SystemExit(f"--merge {args.merge}: no rows for folds {missing}")
+                raise SystemExit(f"--merge {other}: no rows for folds {missing}")
             rows = [{**row, **saved[f]} for row, f in zip(rows, folds)]
         summarise(rows, folds)
         if args.plot:

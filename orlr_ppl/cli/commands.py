@@ -501,7 +501,7 @@ def query(args: argparse.Namespace) -> int:
         raise ValueError("query scores instances given their bags' labels, and these data have none")
     data = _explainable(data, model, args)
     _class_names(model, data)
-    strategy = args.strategy or ("bald" if hasattr(model, "posterior_") else "entropy")
+    strategy = args.strategy
     novel = bool(getattr(model, "novel_class", False))
     given = None if args.instance_labels is None else read_instance_labels(args.instance_labels, data, novel)
     table = model.query(data, args.n, strategy, instance_labels=given)

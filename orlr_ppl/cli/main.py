@@ -318,11 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     qry.add_argument("-n", type=int, default=20, help="instances to ask for (one per bag first)")
     qry.add_argument(
         "--strategy",
-        choices=["bald", "entropy", "margin", "random"],
-        default=None,
-        help="bald: mutual information with the weights (Laplace, NUTS, SVI models); entropy, margin: of "
-        "each instance's posterior given its bag's labels; random (default: bald for a posterior model, "
-        "entropy otherwise)",
+        choices=["entropy", "bald", "margin", "random"],
+        default="entropy",
+        help="entropy, margin: of each instance's posterior given its bag's labels (entropy measured best); "
+        "bald: mutual information with the weights (Laplace, NUTS, SVI models); random",
     )
     qry.add_argument(
         "--instance-labels", metavar="FILE", nargs="+", help="labels given so far (as fit's): not asked again"
