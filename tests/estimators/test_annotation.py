@@ -187,7 +187,7 @@ def test_a_two_label_pair_is_resolved_by_labelling_one(map_fit):
 
 def test_bald_needs_a_posterior_and_ranks_by_mutual_information(map_fit, svi_fit):
     model, (bags, sets, _) = map_fit
-    with pytest.raises(ValueError, match="needs a posterior.*inference='nuts'"):
+    with pytest.raises(ValueError, match="needs a posterior.*inference='laplace', 'nuts'"):
         model.query(bags, 3, "bald", label_sets=sets)
     posterior, _ = svi_fit
     table = posterior.query(bags, 5, "bald", label_sets=sets)
