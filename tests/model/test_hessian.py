@@ -1,5 +1,5 @@
 """The potential's exact Hessian (Louis' identity over the DP's pairwise posteriors) and the pairwise
-posteriors it rests on, against enumeration and against autodiff."""
+posteriors it rests on, against enumeration, autodiff and finite differences."""
 
 from __future__ import annotations
 
@@ -108,6 +108,25 @@ def test_hessian_equals_autodiff(dtype, variant):
         got, want = _louis(data, params, scales), _autodiff(data, params, scales)
     tol = 1e-9 if dtype == "float64" else 2e-3
     np.testing.assert_allclose(got, want, atol=tol * np.abs(want).max())
+
+
+def test_hessian_equals_finite_differences_of_the_gradient():
+    """Each column of Louis' Hessian is the central difference of the potential's gradient (float64,
+    step 1e-5: truncation and rounding both near 1e-10 of the entries)."""
+    bags, sets = _bags(seed=11)
+    c, d = 4, 2
+    with jax.enable_x64(True):
+        data = make_model_data(bags, sets, c, dtype=np.float64)
+        params = _params(d, c, 2, np.float64)
+        scales = ld.prior_scales(0.8, 3.0, np.float64)
+        got = _louis(data, params, scales)
+        arrays, shape = split_model_data(data)
+        flat, unravel = ravel_pytree(params)
+        grad = jax.jit(jax.grad(lambda x: ld.potential(unravel(x), arrays, scales, shape, True)))
+        step = 1e-5
+        columns = [np.asarray(grad(flat + step * e) - grad(flat - step * e)) for e in np.eye(flat.size)]
+        want = np.stack(columns, axis=1) / (2 * step)
+    np.testing.assert_allclose(got, want, atol=1e-7 * np.abs(want).max())
 
 
 def test_hessian_by_louis_identity_in_numpy():
