@@ -14,10 +14,8 @@ Importing the package changes nothing in the environment. To run NUTS chains in
 parallel on a CPU, call ``orlr_ppl.set_host_device_count()`` before any JAX work.
 """
 
-from __future__ import annotations
-
-import importlib
-from types import ModuleType
+import importlib as _importlib
+from types import ModuleType as _ModuleType
 
 from ._host_devices import set_host_device_count
 from ._version import __version__
@@ -45,12 +43,18 @@ PUBLIC_MODULES = ("io", "datasets", "metrics", "plots", "diagnostics", "cross_va
 """The package's modules a user reaches by name: ``import orlr_ppl.metrics``, or ``orlr_ppl.metrics``."""
 
 
-def __getattr__(name: str) -> ModuleType:
+def __getattr__(name: str) -> _ModuleType:
     # ``op.metrics`` after a plain ``import orlr_ppl as op``: imported on first use, as some load
     # ArviZ or matplotlib.
     if name in PUBLIC_MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
+        return _importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'orlr_ppl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # What tab completion and ``dir(orlr_ppl)`` offer: the public names, not the subpackages and
+    # helpers that importing them leaves in the namespace.
+    return sorted([*__all__, *PUBLIC_MODULES])
 
 
 __all__ = [

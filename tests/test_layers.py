@@ -167,3 +167,14 @@ def test_public_modules_name_their_sources_names(name):
     """Each public module re-exports its source's objects: the same objects, listed in ``__all__``."""
     module = importlib.import_module(f"orlr_ppl.{name}")
     assert module.__all__ and all(hasattr(module, n) for n in module.__all__)
+
+
+def test_dir_shows_the_public_names_only():
+    """``dir(orlr_ppl)`` (tab completion) lists ``__all__`` and the public modules, not the helpers
+    and subpackages that importing leaves behind (``ModuleType``, ``importlib``, ``annotations``)."""
+    import orlr_ppl
+
+    shown = set(dir(orlr_ppl))
+    assert shown == set(orlr_ppl.__all__) | set(orlr_ppl.PUBLIC_MODULES)
+    assert not shown & {"ModuleType", "importlib", "annotations", "dp", "estimators"}
+    assert not {"ModuleType", "importlib", "annotations"} & set(vars(orlr_ppl))
