@@ -41,6 +41,7 @@ from ..features.saving import array_keys, from_saved, to_saved
 from . import persistence
 from .inputs import (
     check_instance_labels,
+    check_scored_labels,
     fit_inputs,
     fit_instance_labels,
     fit_label_sets,
@@ -299,7 +300,9 @@ class _BagClassifier(BaseEstimator):
             if not isinstance(bags, MIMLData) or bags.instance_labels is None:
                 raise ValueError("score needs instance labels: pass them, or a MIMLData that has them")
             instance_labels = bags.instance_labels
+        check_is_fitted(self, "n_classes_")
         truth = score_instance_labels(instance_labels, getattr(self, "class_names_", None))
+        check_scored_labels(truth, self.n_classes_ + int(bool(getattr(self, "novel_class", False))))
         return instance_accuracy(truth, self.predict(bags))
 
     # -- persistence -------------------------------------------------------------

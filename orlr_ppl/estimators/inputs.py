@@ -277,6 +277,22 @@ def score_instance_labels(
     return [np.asarray(c, dtype=np.int64) for c in encode_names(lists, class_names)]
 
 
+def check_scored_labels(truth: Sequence[np.ndarray], n_outputs: int) -> None:
+    """Refuse a true label the model cannot predict: a score against it would be silently low.
+
+    Args:
+        truth: B int arrays (n_b,) of class indices, -1 for an unlabelled instance.
+        n_outputs: the model's classes, plus one for a novel class.
+    """
+    for b, y in enumerate(truth):
+        bad = y[(y < -1) | (y >= n_outputs)]
+        if bad.size:
+            raise ValueError(
+                f"bag {b} has the instance label {int(bad[0])}, but the model's classes are "
+                f"0..{n_outputs - 1}: pass class indices of the fitted model (-1 for unlabelled)"
+            )
+
+
 def index_array(y: Any, b: int) -> np.ndarray:
     """Bag ``b``'s instance labels as int64, refusing non-integer values (no silent truncation)."""
     arr = np.asarray(y)

@@ -341,6 +341,17 @@ def test_string_instance_labels_are_class_names(cls, data):
         cls().fit(train.bags, mixed)
 
 
+def test_score_refuses_a_class_the_model_lacks(em, data):
+    """A true label outside the model's classes is an error naming the bag, not a low accuracy."""
+    _, test = data
+    truth = [np.asarray(y).copy() for y in test.instance_labels]
+    truth[2][0] = em.n_classes_ + 3
+    with pytest.raises(ValueError, match=rf"bag 2 has the instance label {em.n_classes_ + 3}"):
+        em.score(test.bags, truth)
+    truth[2][0] = -1  # unlabelled: left out, as instance_accuracy does
+    assert 0.0 <= em.score(test.bags, truth) <= 1.0
+
+
 # -- 4, 5. damaged model files ----------------------------------------------------
 
 
