@@ -1119,7 +1119,7 @@ def heavy_tail_note(heavy: dict[str, float], diagnostics: Diagnostics) -> str:
     return (
         "failing weights W[f, ...] sit on heavy-tailed features f, whose training values reach far "
         f"from their mean: f = {listed}. A few extreme instances set such a weight, and its chains "
-        "mix slowly: refit with features='quantile-normal' (each feature through its training "
+        "mix slowly: refit with ORLR(features='quantile-normal') (each feature through its training "
         "quantiles to a Normal), which made such chains converge on HJA birdsong"
     )
 

@@ -59,7 +59,7 @@ OPTIONAL_KEYS = {
 
 FORMAT = 2
 """The folder format ``save`` writes. 1 (no ``format`` key): orlr-ppl 0.1's flat ``ORLR`` arguments
-(``method=``, ``num_chains=``, ...), read by translating them; 2: ``ORLR(inference=..., kernel=...)``,
+(``method=``, ``num_chains=``, ...), read by translating them; 2: ``ORLR(inference=..., features=...)``,
 the settings objects as JSON objects."""
 
 FIX = "re-save the model with orlr-ppl (or restore the file from a backup)"

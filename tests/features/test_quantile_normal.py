@@ -205,7 +205,7 @@ def test_an_unconverged_posterior_names_the_heavy_tailed_features_its_failing_we
     long_run = est.diagnostics()._replace(sampler={**est.diagnostics().sampler, "n_draws": 1000})
     assert f"Next: {note}." in warning_message(long_run)
     assert note.startswith("failing weights W[f, ...] sit on heavy-tailed features f")
-    assert "f = 0 (7.0 sd)." in note and "features='quantile-normal'" in note
+    assert "f = 0 (7.0 sd)." in note and "ORLR(features='quantile-normal')" in note
     # Which weights fail decides: with feature 0's weights passing, the note has nothing to say.
     diag = est.diagnostics()
     passing = diag.table.copy()
