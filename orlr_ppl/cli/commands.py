@@ -305,8 +305,20 @@ def fittable(data: MIMLData, args: argparse.Namespace) -> tuple[MIMLData, list[s
     if data.label_sets is None:
         raise ValueError("fitting needs bag labels, and these data have none")
     relaxed = {"leak": getattr(args, "leak", None) is not None, "novel": getattr(args, "novel_class", False)}
-    options = "--drop-impossible, --leak or --novel-class"
-    return _without_impossible(data, relaxed, args, options, "union model")
+    return _without_impossible(data, relaxed, args, _remedies(data, relaxed), "union model")
+
+
+def _remedies(data: MIMLData, relaxed: dict[str, bool]) -> str:
+    """The flags that would make the impossible bags fittable, and only those: ``--leak`` for more
+    labels than instances, ``--novel-class`` for an empty label set; ``--drop-impossible`` always."""
+    bad = data.impossible_bags(**relaxed)
+    sizes = [(len(data.label_sets[b]), len(data.bags[b])) for b in bad]
+    flags = ["--drop-impossible"]
+    if not relaxed["leak"] and any(n_labels > n > 0 for n_labels, n in sizes):
+        flags.append("--leak")
+    if not relaxed["novel"] and any(n_labels == 0 < n for n_labels, n in sizes):
+        flags.append("--novel-class")
+    return ", ".join(flags[:-1]) + " or " + flags[-1] if len(flags) > 1 else flags[0]
 
 
 def _without_impossible(

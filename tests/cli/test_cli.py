@@ -523,6 +523,26 @@ def test_fit_reports_collinear_features_as_a_warning_line(capsys):
     assert capsys.readouterr().err == "warning: x2 ~ x0, x1\n"
 
 
+@pytest.mark.parametrize(
+    ("labels", "flags", "not_offered"),
+    [
+        (list(range(9)), "--drop-impossible or --leak", "--novel-class"),  # more labels than images
+        ([], "--drop-impossible or --novel-class", "--leak"),  # no label at all
+    ],
+)
+def test_the_impossible_bag_error_offers_the_flags_that_fix_it(tmp_path, capsys, labels, flags, not_offered):
+    """A flag the error offers makes the fit work; one that would fail the same way is not offered."""
+    data = make_miml_digits(12, seed=1, split="train", max_size=4)
+    data.label_sets[3] = labels
+    _write_npz(tmp_path / "d.npz", data)
+    args = ["fit", "--data", str(tmp_path / "d.npz"), "--method", "map", "--out", str(tmp_path / "m")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"(on the command line: {flags})" in err and not_offered not in err
+    fix = ["--leak", "0.05"] if "--leak" in flags else ["--novel-class"]
+    assert main([*args, *fix, "--force"]) == 0
+
+
 def test_predict_and_evaluate_leave_out_impossible_bags_when_asked(tmp_path, capsys):
     """``--drop-impossible`` does in ``predict`` and ``evaluate --model`` what it does in ``fit``."""
     _write_npz(tmp_path / "train.npz", make_miml_digits(40, seed=0, split="train", max_size=4))
