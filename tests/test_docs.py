@@ -109,3 +109,12 @@ def test_every_named_keyword_argument_exists():
                     if f"{name}({kw}=" not in OLD_SPELLINGS:
                         wrong.append(f"{where}: {name}({kw}=...)")
     assert not wrong, "keyword arguments the constructors lack:\n" + "\n".join(sorted(set(wrong)))
+
+
+def test_every_notebook_is_listed_for_readers():
+    """The README and the site's front page link every notebook in ``notebooks/``."""
+    notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
+        text = page.read_text()
+        missing = [name for name in notebooks if f"notebooks/{name})" not in text]
+        assert not missing, f"{page.name} does not link {missing}"
