@@ -140,7 +140,9 @@ def _add_fit_args(
         default=None,
         help="NUTS's target acceptance in (0, 1); default: 0.98 under the horseshoe, 0.8 otherwise",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress bars (they show only when stderr is a terminal)"
+    )
 
 
 def leak_value(text: str) -> float | str | None:
@@ -371,7 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="ORLR-NUTS draws per chain at most: unconverged chains go on up to this many (0: never)",
     )
     _add_cv_scoring_arg(ev, "korlr's and korlr-l21's choices of gamma and prior scale")
-    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.add_argument(
+        "--quiet", action="store_true", help="no progress bar (it shows only when stderr is a terminal)"
+    )
     ev.add_argument("--json", action="store_true", help="print JSON")
     ev.set_defaults(func=lambda a: commands.evaluate_model(a) if a.model else compare(a))
 
@@ -387,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(args, "quiet") and not sys.stderr.isatty():
+        args.quiet = True  # a bar redrawn into a log or a pipe is hundreds of lines, not progress
     from .. import set_host_device_count
     from ..compilation_cache import enable_compilation_cache
 

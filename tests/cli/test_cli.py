@@ -62,6 +62,20 @@ def test_demo_runs_small(tmp_path, capsys):
     assert (tmp_path / "demo" / "map" / "metadata.json").is_file()
 
 
+def test_progress_bars_show_only_on_a_terminal(tmp_path, capsys, monkeypatch):
+    """Redrawn into a log or a pipe a bar is hundreds of lines; on a terminal it is progress."""
+    _write_npz(tmp_path / "d.npz", make_miml_digits(10, seed=0, split="train", max_size=3))
+    data, out = str(tmp_path / "d.npz"), str(tmp_path / "m")
+    args = ["fit", "--data", data, "--method", "svi", "--force", "--out", out]
+    assert main(args) == 0
+    assert "%|" not in capsys.readouterr().err  # a tqdm bar: "SVI:  40%|████  | 1200/3000"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(args) == 0
+    assert "%|" in capsys.readouterr().err
+    assert main([*args, "--quiet"]) == 0
+    assert "%|" not in capsys.readouterr().err  # a tqdm bar: "SVI:  40%|████  | 1200/3000"
+
+
 def test_fit_predict_evaluate_from_files(tmp_path, capsys):
     _write_npz(tmp_path / "train.npz", make_miml_digits(60, seed=0, split="train", max_size=4))
     _write_npz(tmp_path / "test.npz", make_miml_digits(20, seed=1, split="test", max_size=4))
