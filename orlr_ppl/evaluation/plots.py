@@ -306,7 +306,8 @@ def interval_plot(
     prediction is seen at once.
 
     Args:
-        proba_intervals: ``ProbaIntervals``, or a pair (mean (n, C), interval (n, C, 2)).
+        proba_intervals: ``ProbaIntervals``, or a pair (mean (n, C), interval (n, C, 2)): for bag
+            ``b`` of a posterior fit, ``(model.predict_proba(bags)[b], model.predict_interval(bags)[b])``.
         class_names: C names for the legend (default "class 0", ...).
         ax: axes to draw on (default: a new figure).
         true_labels: (n,) the instances' true classes, -1 where unknown; None: none marked.
@@ -315,18 +316,26 @@ def interval_plot(
     """
     import matplotlib.pyplot as plt
 
+    if not isinstance(proba_intervals, tuple):  # e.g. predict_interval's list, or one bag's array
+        raise ValueError(
+            "need the pair (mean (n, C), interval (n, C, 2)) of one bag, got "
+            f"{type(proba_intervals).__name__}: pass (model.predict_proba(bags)[b], "
+            "model.predict_interval(bags)[b]) for bag b, or proba_intervals(draws)"
+        )
     mean, interval = np.asarray(proba_intervals[0], float), np.asarray(proba_intervals[1], float)
     if mean.ndim != 2 or interval.shape != mean.shape + (2,):
         raise ValueError(
-            f"need mean (n, C) and interval (n, C, 2), got {mean.shape} and {interval.shape}; "
-            "proba_intervals(draws) builds them from (S, n, C) draws"
+            f"need mean (n, C) and interval (n, C, 2), got {mean.shape} and {interval.shape}: pass "
+            "(model.predict_proba(bags)[b], model.predict_interval(bags)[b]) for bag b, or "
+            "proba_intervals(draws) from (S, n, C) draws"
         )
     n, n_classes = mean.shape
     names = list(class_names) if class_names is not None else [f"class {c}" for c in range(n_classes)]
     if len(names) != n_classes:
         raise ValueError(f"{len(names)} class names for {n_classes} classes")
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 0.9 * n + 2.5), 3.5))
+        # constrained: the legend beside the axes and the x label stay inside the saved figure
+        _, ax = plt.subplots(figsize=(max(4.0, 0.9 * n + 2.5), 3.5), layout="constrained")
     truth = None if true_labels is None else np.asarray(true_labels, int)
     if truth is not None and truth.shape != (n,):
         raise ValueError(f"true_labels has shape {truth.shape}: give one label per instance ({n})")

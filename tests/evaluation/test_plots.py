@@ -145,6 +145,27 @@ def test_interval_plot_draws_mean_and_interval_per_instance_and_class():
         interval_plot((pi.mean, pi.interval[..., 0]))
 
 
+@pytest.mark.parametrize("n", [2, 10])
+def test_interval_plot_takes_a_posterior_fits_outputs_and_saves_whole(tmp_path, n):
+    """``(predict_proba(bags)[b], predict_interval(bags)[b])`` plugs in; predict_interval's list alone
+    is an error that gives that recipe; the saved figure keeps its legend and labels inside it."""
+    rng = np.random.default_rng(2)
+    draws = rng.dirichlet(np.ones(10), size=(50, n))
+    proba = [draws.mean(axis=0)]  # as predict_proba returns: B arrays (n_b, C)
+    intervals = [np.quantile(draws, [0.05, 0.95], axis=0).transpose(1, 2, 0)]  # B arrays (n_b, C, 2)
+    ax = interval_plot((proba[0], intervals[0]))
+    for given in (intervals, intervals[0]):
+        with pytest.raises(ValueError, match=r"model.predict_interval\(bags\)\[b\]"):
+            interval_plot(given)
+    fig = ax.figure
+    fig.savefig(tmp_path / "p.png")
+    renderer, frame = fig.canvas.get_renderer(), fig.bbox
+    for artist in (ax.get_legend(), ax.xaxis.label, ax.yaxis.label):
+        box = artist.get_window_extent(renderer)
+        assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1, artist
+        assert frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1, artist
+
+
 def test_interval_plot_tells_24_classes_apart_and_rings_the_true_labels():
     rng = np.random.default_rng(1)
     pi = proba_intervals(rng.dirichlet(np.ones(24), size=(100, 3)))
