@@ -157,15 +157,46 @@ def warn_lines(problems: Sequence[str]) -> None:
 
 def warn_unconverged(diagnostics: Any) -> None:
     """One ``warning:`` line for a fit that failed a check: a posterior's short paragraph
-    (``diagnostics.warning_message``), an optimiser's sentence."""
+    (``diagnostics.warning_message``), an optimiser's sentence; its advice in flags (``as_flags``)."""
     if not diagnostics.problems:
         return
     if hasattr(diagnostics, "sampler"):
         from ..inference.diagnostics import warning_message
 
-        warn_lines([warning_message(diagnostics)])
+        warn_lines([as_flags(warning_message(diagnostics))])
     else:
-        warn_lines(diagnostics.problems)
+        warn_lines([as_flags(p) for p in diagnostics.problems])
+
+
+FLAG_SPELLINGS: tuple[tuple[str, str], ...] = (
+    (r"NUTS\(num_chains=(\d+), num_samples=(\d+)\)", r"--num-chains \1 --num-samples \2"),
+    (r"NUTS\(num_chains=(\d+)\)", r"--num-chains \1"),
+    (r"NUTS\(target_accept=\.\.\.\)", "--target-accept"),
+    (r"NUTS\(dense_mass=True, num_warmup=(\d+)\)", r"--dense-mass --num-warmup \1"),
+    (r"\(num_warmup=(\d+)\)", r"(--num-warmup \1)"),
+    (r"ORLR\(features='([\w-]+)'\)", r"--features \1"),
+    (r"fit the guide longer \(SVI\(num_steps=\.\.\.\)\), try SVI\(guide='lowrank'\), or use", "use"),
+    (r"inference='(\w+)', '(\w+)' or '(\w+)'", r"--method \1, \2 or \3"),
+    (r"inference='(\w+)' or '(\w+)'", r"--method \1 or \2"),
+    (r"inference='(\w+)'", r"--method \1"),
+    (r"max_iter=(\d+)", r"--max-iter \1"),
+    (r"raise max_iter", "raise --max-iter"),
+    (r"\btol=", "the tolerance "),  # EM's and MAP's; no flag sets it
+    (r"try a prior_scale", "try --prior-scale"),
+    (r"fit with MAP \(L-BFGS\)", "fit with --method map (L-BFGS)"),
+    (r"ORLR\.diagnostics\(\) reports every check in full\.", "The lines above report every check."),
+)
+"""The Python spellings of the diagnostics' advice (``inference.diagnostics``, the estimator's notes)
+and the ``fit`` flags that do the same, in the order they are tried."""
+
+
+def as_flags(advice: str) -> str:
+    """``advice`` with each Python spelling of a remedy replaced by the command line's flags."""
+    import re
+
+    for pattern, flags in FLAG_SPELLINGS:
+        advice = re.sub(pattern, flags, advice)
+    return advice
 
 
 def report(model, data: MIMLData) -> dict[str, float]:

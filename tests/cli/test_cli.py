@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -577,3 +578,54 @@ def test_predict_and_evaluate_leave_out_impossible_bags_when_asked(tmp_path, cap
         if command[0] == "predict":
             bags = {line.split(",")[0] for line in out.splitlines()[1:]}
             assert "103" not in bags and len(bags) == 11
+
+
+def _advice_of_every_kind() -> list[str]:
+    """The warning of each kind of failed fit, as the diagnostics write it for Python users."""
+    import pandas as pd
+
+    from orlr_ppl.estimators.orlr import heavy_tail_note
+    from orlr_ppl.inference import diagnostics as dg
+
+    table = pd.DataFrame(
+        {"mean": [0.1], "sd": [1.0], "r_hat": [1.05], "ess_bulk": [50.0], "ess_tail": [60.0]},
+        index=["W[x6, A]"],
+    )
+    ok = table.assign(r_hat=1.0, ess_bulk=900.0, ess_tail=900.0)
+    nuts = {"mcmc": True, "n_chains": 4, "n_draws": 2000, "n_divergent": 0, "bfmi": [1.0]}
+    cases = [
+        ({"mcmc": False, "approximation": "Laplace", "approximation_k": 3.0}, ok),
+        ({"mcmc": False, "approximation_k": 3.0}, ok),
+        ({**nuts, "interrupted": True, "n_draws": 10, "n_draws_planned": 1000}, table),
+        ({**nuts, "n_divergent": 40, "target_accept_prob": 0.8}, ok),
+        ({**nuts, "n_divergent": 40, "target_accept_prob": 0.995}, ok),
+        ({**nuts, "n_divergent": 40}, ok),
+        ({**nuts, "n_draws": 200}, table),
+        ({**nuts, "n_at_max_treedepth": 30}, ok),
+        ({**nuts}, table),
+        ({**nuts, "bfmi": [0.1, 1.0]}, ok),
+        ({**nuts, "n_high_pareto_k": 3, "loo_high_k_share": 0.1}, ok),
+    ]
+    out = []
+    for sampler, t in cases:
+        d = dg.Diagnostics(t, sampler, ["a problem"], False)
+        out.append(dg.warning_message(d))
+    slow = dg.Diagnostics(table, nuts, ["a problem"], False)
+    note = heavy_tail_note({"x6": 9.0}, slow)
+    out.append(dg.warning_message(slow._replace(note=note)))
+    for method, n_iter, optimality in (("em", 200, 0.5), ("map", 12, 0.5), ("em", 200, None)):
+        out += dg.optimizer_diagnostics(method, False, n_iter, 200, 1e-3, optimality=optimality).problems
+    return out
+
+
+@pytest.mark.parametrize("advice", _advice_of_every_kind())
+def test_a_fits_warning_on_the_command_line_gives_flags(advice):
+    """The CLI's warning names ``fit``'s flags, never a Python spelling a shell user cannot type."""
+    from orlr_ppl.cli.commands import as_flags
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["fit"]
+    flags = {s for a in sub._actions for s in a.option_strings}
+    line = as_flags(advice)
+    assert not re.search(r"[A-Z]\w*\(\w+=|\b\w+=|\.diagnostics\(\)", line), line
+    assert set(re.findall(r"--[a-z][a-z-]*", line)) <= flags, line
