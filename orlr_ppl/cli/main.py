@@ -406,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"orlr-ppl {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (a sampling NUTS fit keeps its draws)
-        print(f"\norlr-ppl {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # Ctrl-C: one line, no traceback (a sampling NUTS fit keeps its draws)
+        why = f" ({err}); nothing saved" if str(err) else ""  # e.g. why NUTS kept no draws
+        print(f"\norlr-ppl {args.command}: interrupted{why}", file=sys.stderr)
         return 130

@@ -479,7 +479,10 @@ def fit_nuts(
     parts = [p for p in parts if p is not None]
     kept = sum(p.num_steps.shape[1] for p in parts)
     if chains.interrupted and kept < MIN_KEPT_DRAWS:
-        raise KeyboardInterrupt(f"NUTS interrupted after {kept} draws a chain: too few to keep")
+        raise KeyboardInterrupt(
+            f"NUTS interrupted after {kept} draws a chain: too few to keep "
+            f"(it keeps {MIN_KEPT_DRAWS} or more)"
+        )
     out = jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
     n_draws = out.num_steps.shape[1]
     draws = with_derived(out.z, data.n_outputs)

@@ -629,3 +629,20 @@ def test_a_fits_warning_on_the_command_line_gives_flags(advice):
     line = as_flags(advice)
     assert not re.search(r"[A-Z]\w*\(\w+=|\b\w+=|\.diagnostics\(\)", line), line
     assert set(re.findall(r"--[a-z][a-z-]*", line)) <= flags, line
+
+
+def test_an_interrupt_says_why_nothing_was_kept(monkeypatch, capsys):
+    """Ctrl-C that leaves NUTS too few draws prints the reason on the one line, and exits 130."""
+    from orlr_ppl.cli import commands
+
+    def interrupted(args):
+        why = "NUTS interrupted after 2 draws a chain: too few to keep (it keeps 4 or more)"
+        raise KeyboardInterrupt(why)
+
+    monkeypatch.setattr(commands, "fit", interrupted)
+    assert main(["fit", "--data", "x.npz", "--method", "nuts"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "orlr-ppl fit: interrupted (NUTS interrupted after 2 draws a chain: too few to keep (it keeps 4 "
+        "or more)); nothing saved"
+    )
