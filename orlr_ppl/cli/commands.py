@@ -565,6 +565,14 @@ def evaluate_model(args: argparse.Namespace) -> int:
     result = report(model, data)
     if not result:
         raise ValueError("these data have neither instance labels nor bag label sets: nothing to score")
+    seen = model.fitted_on(data)
+    if seen is not None and seen.any():
+        warn_lines(
+            [
+                f"{int(seen.sum())} of {seen.size} bags here are bags the model was fitted on: the "
+                "figures are in-sample for them, not held out (evaluate on bags left out of the fit)"
+            ]
+        )
     if args.json:
         print(json.dumps(result, indent=2))
     else:

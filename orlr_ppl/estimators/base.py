@@ -40,6 +40,7 @@ from ..features.maps import linear_scaling
 from ..features.saving import array_keys, from_saved, to_saved
 from . import persistence
 from .inputs import (
+    bag_digests,
     check_instance_labels,
     check_scored_labels,
     fit_inputs,
@@ -254,6 +255,18 @@ class _BagClassifier(BaseEstimator):
         With a ``MIMLData``, pass ``data.label_sets`` for transductive prediction.
         """
         return [p.argmax(axis=1) for p in self.predict_proba(bags, label_sets)]
+
+    def fitted_on(self, bags: Bags) -> np.ndarray | None:
+        """(B,) bool: which of ``bags`` the model was fitted on (the same features, by digest).
+
+        Scores on such bags are in-sample, not held out; ``orlr-ppl evaluate --model`` says so.
+        None for a model saved before the digests were kept.
+        """
+        check_is_fitted(self, "n_classes_")
+        known = (getattr(self, "training_shape_", None) or {}).get("bag_digests")
+        if known is None:
+            return None
+        return np.isin(bag_digests(list(_bags_of(bags))), known)
 
     def predict_bags(self, bags: Bags) -> np.ndarray:
         """(B, C) 0/1 predicted label sets: the union of predicted instance labels."""

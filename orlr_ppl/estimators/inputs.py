@@ -21,6 +21,7 @@ applied before every prediction is ``feature_map``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -86,9 +87,29 @@ def flat_instances(
     return np.concatenate(feats), np.concatenate(instance_labels)
 
 
-def shape_of(bags: Sequence[np.ndarray]) -> dict[str, int]:
-    """Training data shape kept in the saved metadata."""
-    return {"n_bags": len(bags), "n_instances": int(sum(len(b) for b in bags))}
+def shape_of(bags: Sequence[np.ndarray]) -> dict[str, Any]:
+    """Training data shape kept in the saved metadata, and each bag's ``bag_digests``."""
+    return {
+        "n_bags": len(bags),
+        "n_instances": int(sum(len(b) for b in bags)),
+        "bag_digests": bag_digests(bags),
+    }
+
+
+def bag_digests(bags: Sequence[np.ndarray]) -> list[str]:
+    """B hex strings: a 64-bit BLAKE2 digest of each bag's (n_b, d) features as float64.
+
+    Equal bags have equal digests, so a model can tell which bags it was fitted on (``fitted_on``)
+    without keeping them; the chance that two different bags share one is about 2**-64.
+    """
+    out = []
+    for x in bags:
+        arr = np.ascontiguousarray(x, dtype=np.float64)
+        h = hashlib.blake2b(digest_size=8)
+        h.update(np.asarray(arr.shape, np.int64).tobytes())
+        h.update(arr.tobytes())
+        out.append(h.hexdigest())
+    return out
 
 
 def check_instance_labels(y: np.ndarray, n_classes: int) -> None:

@@ -102,10 +102,18 @@ def test_fit_predict_evaluate_from_files(tmp_path, capsys):
     assert rows[1].startswith("100,0,")  # the archive's own bag ids
     capsys.readouterr()
     assert main(["evaluate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    result = json.loads(out)
     assert result["instance_accuracy_inductive"] > 0.7
     assert result["instance_accuracy_transductive"] >= result["instance_accuracy_inductive"] - 0.05
     assert 0 <= result["ranking_loss"] <= 1
+    assert "in-sample" not in err  # held-out bags: no note
+    assert main(["evaluate", "--model", str(model), "--data", str(tmp_path / "train.npz"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) and err.strip() == (
+        "warning: 60 of 60 bags here are bags the model was fitted on: the figures are in-sample for "
+        "them, not held out (evaluate on bags left out of the fit)"
+    )
 
 
 def test_bad_files_give_clear_errors(tmp_path, capsys):

@@ -86,11 +86,18 @@ def test_save_load_round_trip(tmp_path, data, make):
     assert sorted(p.name for p in folder.iterdir()) == ["metadata.json", "params.npz"]
     back = type(est).load(folder)
     meta = json.loads((folder / "metadata.json").read_text())
-    assert meta["training_data"] == {"n_bags": 80, "n_instances": sum(len(b) for b in train.bags)}
+    assert {k: v for k, v in meta["training_data"].items() if k != "bag_digests"} == {
+        "n_bags": 80,
+        "n_instances": sum(len(b) for b in train.bags),
+    }
+    assert len(meta["training_data"]["bag_digests"]) == 80
     assert back.training_shape_ == est.training_shape_
     for a, b in zip(est.predict_proba(test.bags), back.predict_proba(test.bags)):
         np.testing.assert_array_equal(a, b)
     assert back.get_params() == est.get_params()
+    # It knows the bags it was fitted on, and only those: in-sample scores can be told apart.
+    assert back.fitted_on([train.bags[3], test.bags[0], train.bags[5]]).tolist() == [True, False, True]
+    assert not back.fitted_on(test).any() and back.fitted_on(train).all()
 
 
 METADATA_KEYS = {
