@@ -25,6 +25,8 @@ COMPARED = (
 """``--methods`` names, in the order the table lists them."""
 DEFAULT_METHODS = ("orlr-em", "orlr-nuts", "softmax", "majority", "sim")
 """``--methods``' default: the paper's linear methods (the others are asked for by name)."""
+TRAINED_ON_INSTANCE_LABELS = ("softmax", "kslr", "majority")
+"""The reference methods, fitted on instance labels: bag-labelled data cannot train them."""
 
 
 def chosen_methods(text: str) -> list[str]:
@@ -38,12 +40,13 @@ def chosen_methods(text: str) -> list[str]:
     return chosen
 
 
-def compared_models(args: argparse.Namespace) -> dict[str, Callable]:
-    """Display name -> a factory of a fresh, unfitted model, for each chosen method."""
+def compared_models(args: argparse.Namespace, chosen: list[str] | None = None) -> dict[str, Callable]:
+    """Display name -> a factory of a fresh, unfitted model, for each chosen method (default: those
+    of ``--methods``)."""
     from ..estimators import MIMM, ORLR, ORLRCV, SIM, MajorityClass, SoftmaxRegression
     from ..inference.methods import EM
 
-    chosen = chosen_methods(args.methods)
+    chosen = chosen_methods(args.methods) if chosen is None else chosen
     scoring = getattr(args, "cv_scoring", "log_likelihood")  # the kernel fits' CV score
     factories = {
         # As published: 50 EM iterations, plain maximum likelihood. ``cross_validate`` gives every ORLR
@@ -92,7 +95,7 @@ def compare(args: argparse.Namespace) -> int:
     models = compared_models(args)  # checked before the data are read
     data = load_dataset(args)
     if data.instance_labels is None:
-        raise ValueError("a comparison needs instance labels in the data (to score the predictions)")
+        models = _bag_labelled(args)
     data, dropped = fittable(data, args)
     bar = tqdm(
         total=args.folds * len(models), desc=f"{args.protocol} CV", disable=args.quiet, file=sys.stderr
@@ -112,14 +115,42 @@ def compare(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(f"{name}: {data!r}")
-    print(
-        f"{args.folds}-fold {args.protocol} (seed {args.seed}); instance accuracy in %, mean ± sd over folds"
+    scored = (
+        f"{args.protocol} (seed {args.seed}); instance accuracy in %"
+        if data.instance_labels is not None
+        else f"(seed {args.seed}); no instance labels: the bag metrics on the held-out bags"
     )
+    print(f"{args.folds}-fold {scored}, mean ± sd over folds")
     print(result.table())
     for protocol, figures in published.items():
         if figures:
             print(f"published {protocol} accuracy (%): " + ", ".join(f"{k} {v}" for k, v in figures.items()))
     return 0
+
+
+def _bag_labelled(args: argparse.Namespace) -> dict[str, Callable]:
+    """The models a comparison of data without instance labels can fit and score: by the bag metrics
+    of the held-out bags. Asked-for methods that train on instance labels, or an accuracy protocol,
+    are errors; the default methods' reference models are left out with a warning line."""
+    if args.protocol != "inductive":
+        raise ValueError(
+            f"--protocol {args.protocol} scores instance labels, and these data have none: leave it out "
+            "to compare the methods by the bag metrics of the held-out bags"
+        )
+    chosen = chosen_methods(args.methods)
+    trained = [m for m in chosen if m in TRAINED_ON_INSTANCE_LABELS]
+    if trained and args.methods != ",".join(DEFAULT_METHODS):
+        raise ValueError(
+            f"--methods {','.join(trained)} train on instance labels, and these data have none: "
+            "choose among the others"
+        )
+    if trained:
+        print(
+            f"warning: these data have no instance labels: comparing by the bag metrics of the held-out "
+            f"bags, without {', '.join(trained)} (they train on instance labels)",
+            file=sys.stderr,
+        )
+    return compared_models(args, [m for m in chosen if m not in TRAINED_ON_INSTANCE_LABELS])
 
 
 def _dataset_name(args: argparse.Namespace) -> str:

@@ -9,10 +9,11 @@ reference models see instance labels), and scored:
 * ``transductive``: instance accuracy on the training bags, predicted given
   their label sets (the annotation task proper);
 
-and in both protocols the five bag-level metrics on the test bags, ranking
-classes by the bag score ``max_i p(y_i = c | x_i)`` and predicting the union
-of instance labels. Both accuracies come from the same fits, so protocol
-"both" costs what one protocol does.
+and in both protocols (and alone, for data with no instance labels) the five
+bag-level metrics on the test bags, ranking classes by the bag score
+``max_i p(y_i = c | x_i)`` and predicting the union of instance labels. Both
+accuracies come from the same fits, so protocol "both" costs what one protocol
+does.
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ class CVResult(NamedTuple):
         }
 
     def table(self) -> str:
-        """A text table: instance accuracy in %, bag metrics as fractions, mean ± sd."""
-        shown = ACCURACY[self.protocol] + BAG_METRICS
+        """A text table: instance accuracy in % (where the data have instance labels), bag metrics as
+        fractions, mean ± sd."""
+        first = next(iter(self.scores.values()), {})
+        shown = tuple(m for m in ACCURACY[self.protocol] if m in first) + BAG_METRICS  # no instance labels
         lines = [f"{'model':<20}" + "".join(f"{m:>22}" for m in shown) + f"{'fit s':>9}"]
         for name, per in self.summary().items():
             cells = []
@@ -94,15 +97,19 @@ class CVResult(NamedTuple):
 
 
 def fold_scores(model: Any, train: MIMLData, test: MIMLData) -> dict[str, float]:
-    """Both instance accuracies and the bag metrics of one fitted model on one fold."""
-    if test.instance_labels is None or train.instance_labels is None:
-        raise ValueError("instance accuracy needs instance labels (for evaluation only) in the data")
+    """Both instance accuracies (where the data have instance labels) and the bag metrics of one
+    fitted model on one fold."""
     scores = model.bag_scores(test)
+    accuracies = {}
+    if test.instance_labels is not None and train.instance_labels is not None:
+        accuracies = {
+            "accuracy_inductive": metrics.instance_accuracy(test.instance_labels, model.predict(test)),
+            "accuracy_transductive": metrics.instance_accuracy(
+                train.instance_labels, model.predict(train, train.label_sets)
+            ),
+        }
     return {
-        "accuracy_inductive": metrics.instance_accuracy(test.instance_labels, model.predict(test)),
-        "accuracy_transductive": metrics.instance_accuracy(
-            train.instance_labels, model.predict(train, train.label_sets)
-        ),
+        **accuracies,
         "hamming_loss": metrics.hamming_loss(test.label_sets, model.predict_bags(test)),
         "ranking_loss": metrics.ranking_loss(test.label_sets, scores),
         "one_error": metrics.one_error(test.label_sets, scores),
@@ -135,7 +142,7 @@ def cross_validate(
     """Fit and score every model on every fold.
 
     Args:
-        data: the bags (instance labels are needed for instance accuracy).
+        data: the bags; without instance labels the folds are scored by the bag metrics alone.
         models: name -> factory returning an unfitted estimator whose
             ``fit`` takes a ``MIMLData``.
         protocol: "inductive", "transductive" or "both": which accuracies

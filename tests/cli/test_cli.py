@@ -654,3 +654,32 @@ def test_an_interrupt_says_why_nothing_was_kept(monkeypatch, capsys):
         "orlr-ppl fit: interrupted (NUTS interrupted after 2 draws a chain: too few to keep (it keeps 4 "
         "or more)); nothing saved"
     )
+
+
+def test_a_comparison_of_bag_labelled_data_scores_the_held_out_bags(tmp_path, capsys):
+    """Without instance labels, ``evaluate`` compares by the bag metrics of the held-out bags, and
+    refuses what needs instance labels with the fix."""
+    import argparse
+
+    from orlr_ppl.cli.compare import DEFAULT_METHODS, _bag_labelled
+
+    ds = make_miml_digits(30, seed=0, split="train", max_size=3)
+    _write_npz(tmp_path / "full.npz", ds)
+    with np.load(tmp_path / "full.npz") as z:
+        np.savez(tmp_path / "bags.npz", **{k: z[k] for k in z.files if k != "instance_labels"})
+    args = ["evaluate", "--data", str(tmp_path / "bags.npz"), "--folds", "2"]
+    assert main([*args, "--methods", "orlr-em", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]["ORLR-EM"]
+    assert 0 <= summary["ranking_loss"]["mean"] <= 1 and 0 <= summary["one_error"]["mean"] <= 1
+    assert not any(k.startswith("accuracy") for k in summary)
+    assert main([*args, "--methods", "orlr-em"]) == 0
+    out = capsys.readouterr().out
+    assert "no instance labels: the bag metrics" in out and "ranking_loss" in out
+    assert main([*args, "--methods", "orlr-em,softmax"]) == 2
+    assert "--methods softmax train on instance labels" in capsys.readouterr().err
+    assert main([*args, "--methods", "orlr-em", "--protocol", "both"]) == 2
+    assert "--protocol both scores instance labels" in capsys.readouterr().err
+    namespace = argparse.Namespace(protocol="inductive", methods=",".join(DEFAULT_METHODS), seed=0)
+    models = _bag_labelled(namespace)
+    assert "SoftmaxRegression" not in models and "MajorityClass" not in models and "SIM" in models
+    assert "without softmax, majority" in capsys.readouterr().err
