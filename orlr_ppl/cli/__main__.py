@@ -1,5 +1,5 @@
 """``python -m orlr_ppl.cli``: the ``orlr-ppl`` command."""
 
-from .main import main
+from .main import run
 
-raise SystemExit(main())
+run()

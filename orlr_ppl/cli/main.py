@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from .._version import __version__
 from ..inference.methods import EM, MAP, NUTS
@@ -410,3 +412,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         why = f" ({err}); nothing saved" if str(err) else ""  # e.g. why NUTS kept no draws
         print(f"\norlr-ppl {args.command}: interrupted{why}", file=sys.stderr)
         return 130
+
+
+def run() -> NoReturn:
+    """The ``orlr-ppl`` command: ``main``, then exit with its code.
+
+    After Ctrl-C (130) it leaves at once, skipping the interpreter's shutdown: Ctrl-C stops the wait
+    for a compiled loop (EM's whole fit is one), not the loop, which still runs on XLA's threads, and
+    the shutdown would wait for it to end, or crash tearing it down. Saves are atomic, so nothing is
+    left half written.
+    """
+    code = main()
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

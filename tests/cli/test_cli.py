@@ -683,3 +683,46 @@ def test_a_comparison_of_bag_labelled_data_scores_the_held_out_bags(tmp_path, ca
     models = _bag_labelled(namespace)
     assert "SoftmaxRegression" not in models and "MajorityClass" not in models and "SIM" in models
     assert "without softmax, majority" in capsys.readouterr().err
+
+
+CTRL_C_CHILD = """
+import jax, jax.numpy as jnp
+from jax import lax
+from orlr_ppl.cli import commands
+from orlr_ppl.cli.main import run
+
+def endless_fit(args):
+    # A compiled loop that runs for hours, as a long EM fit's one while_loop does.
+    x = jnp.full((300, 300), 1e-3)
+    body = lambda c: (jnp.tanh(c[0] @ c[0]), c[1] + 1)
+    out = jax.jit(lambda x: lax.while_loop(lambda c: c[1] < 10**9, body, (x, 0)))(x)
+    print("looping", flush=True)
+    out[0].block_until_ready()
+
+commands.fit = endless_fit
+run()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_ctrl_c_in_a_compiled_loop_exits_at_once_with_one_line(tmp_path):
+    """Ctrl-C stops the wait, not XLA's loop: the command must leave without waiting for the loop to
+    end (hours here) or crashing as the interpreter tears it down."""
+    import signal
+
+    script = tmp_path / "child.py"
+    script.write_text(CTRL_C_CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), "fit", "--data", "x.npz"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "looping"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)  # without the fix: still looping, for hours
+    finally:
+        child.kill()
+    assert child.returncode == 130, err
+    assert err.strip() == "orlr-ppl fit: interrupted"
