@@ -339,7 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="metrics of a saved model (--model), or a cross-validated comparison of the methods",
         description="With --model: instance and bag metrics of a saved model on --data/--dataset. "
         "Without: K-fold comparison of ORLR-EM, ORLR-NUTS, SoftmaxRegression, MajorityClass and SIM "
-        "(e.g. --dataset letter-frost --protocol inductive --folds 10).",
+        "(e.g. --dataset letter-frost --protocol inductive --folds 10). The comparison's ORLR-EM is the "
+        "paper's (50 iterations, no prior, --em-m-steps 1) and its ORLR-NUTS a short run (2 chains x "
+        "(100 + 100) draws), not fit's defaults (MAP; NUTS with 4 chains x (300 + 1000)): set the NUTS "
+        "flags to match fit's.",
     )
     ev.add_argument("--model", help="saved model folder (without it: a cross-validated comparison)")
     _add_data_args(ev, n_bags=300, split="test with --model, train for a comparison")

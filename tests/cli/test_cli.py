@@ -675,6 +675,7 @@ def test_a_comparison_of_bag_labelled_data_scores_the_held_out_bags(tmp_path, ca
     assert main([*args, "--methods", "orlr-em"]) == 0
     out = capsys.readouterr().out
     assert "no instance labels: the bag metrics" in out and "ranking_loss" in out
+    assert "settings: ORLR-EM as published: 50 iterations, no prior, 1 M-step(s) a pass" in out
     assert main([*args, "--methods", "orlr-em,softmax"]) == 2
     assert "--methods softmax train on instance labels" in capsys.readouterr().err
     assert main([*args, "--methods", "orlr-em", "--protocol", "both"]) == 2
