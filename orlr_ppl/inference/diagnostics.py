@@ -93,15 +93,25 @@ def _stat(stats: xr.Dataset | None, name: str) -> np.ndarray | None:
 
 
 def _loo_summary(idata: azc.Posterior) -> dict[str, Any]:
-    """Share of bags with Pareto k-hat above ``PARETO_K_MAX`` (None without a log-likelihood)."""
-    empty = {"n_bags": None, "n_high_pareto_k": None, "loo_high_k_share": None, "worst_pareto_k": None}
+    """Share of bags with Pareto k-hat above ``PARETO_K_MAX`` (None without a log-likelihood).
+
+    ``loo_error``: why ArviZ could not compute the k-hats (None when it could); a check that could
+    not run is a problem (``convergence_problems``), never a pass.
+    """
+    empty = {
+        "n_bags": None,
+        "n_high_pareto_k": None,
+        "loo_high_k_share": None,
+        "worst_pareto_k": None,
+        "loo_error": None,
+    }
     if "log_likelihood" not in azc.groups(idata):
         return empty
     with quiet_arviz():  # ArviZ warns about high k-hat itself; we report it as a problem instead
         try:
             k = azc.pareto_k(idata)
-        except (TypeError, ValueError):
-            return empty
+        except (TypeError, ValueError) as err:
+            return {**empty, "loo_error": f"{type(err).__name__}: {err}"}
     values = np.asarray(k).ravel()
     labels = [str(b) for b in np.asarray(k[k.dims[0]])] if k.ndim == 1 else [str(i) for i in range(k.size)]
     order = np.argsort(-np.nan_to_num(values, nan=np.inf), kind="stable")[:N_WORST]
@@ -111,6 +121,7 @@ def _loo_summary(idata: azc.Posterior) -> dict[str, Any]:
         "n_high_pareto_k": n_high,
         "loo_high_k_share": n_high / max(values.size, 1),
         "worst_pareto_k": [(labels[i], float(values[i])) for i in order],
+        "loo_error": None,
     }
 
 
@@ -128,8 +139,9 @@ def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
     ``step_size`` and ``bfmi`` (E-BFMI) as lists, one value per chain;
     ``mean_acceptance_rate``; and from PSIS-LOO ``n_bags``,
     ``n_high_pareto_k`` (bags with k-hat > ``PARETO_K_MAX``),
-    ``loo_high_k_share`` (their share) and ``worst_pareto_k`` (up to
-    ``N_WORST`` (bag, k-hat) pairs, largest first).
+    ``loo_high_k_share`` (their share), ``worst_pareto_k`` (up to
+    ``N_WORST`` (bag, k-hat) pairs, largest first) and ``loo_error`` (why
+    the k-hats could not be computed; None when they were).
     """
     post = idata.posterior
     stats = azc.group(idata, "sample_stats")
@@ -297,6 +309,11 @@ def convergence_problems(
             f"ratios p / q is {k_q:.2f} (> {PARETO_K_MAX}; Yao et al. 2018), so its draws, and their "
             "reweighting, do not stand for the posterior's"
         )
+    if stats.get("loo_error"):
+        problems.append(
+            f"PSIS-LOO's Pareto k̂ could not be computed ({stats['loo_error']}), so the bags' influence "
+            "is unchecked: look at the posterior's log_likelihood group"
+        )
     n_high = stats.get("n_high_pareto_k")
     if n_high:
         worst = ", ".join(f"bag {b} {k:.2f}" for b, k in stats["worst_pareto_k"] if not k <= PARETO_K_MAX)
@@ -387,6 +404,8 @@ class Diagnostics(NamedTuple):
                 f"PSIS-LOO: {s['n_high_pareto_k']} of {s['n_bags']} bags "
                 f"({100 * s['loo_high_k_share']:.1f}%) with Pareto k̂ > {PARETO_K_MAX}"
             )
+        elif s.get("loo_error"):
+            lines.append(f"PSIS-LOO: not computed ({s['loo_error']})")
         verdict = (
             "converged" if self.converged else f"NOT converged ({count_noun(len(self.problems), 'problem')})"
         )
@@ -475,6 +494,8 @@ def failure_figures(diagnostics: Diagnostics) -> list[str]:
     k_q = s.get("approximation_k")
     if k_q is not None and not k_q <= PARETO_K_MAX:
         out.append(f"the draws' importance ratios p / q have Pareto k̂ {k_q:.2f} against {PARETO_K_MAX}")
+    if s.get("loo_error"):
+        out.append("PSIS-LOO's k̂ could not be computed")
     if s.get("n_high_pareto_k"):
         out.append(
             f"Pareto k̂ above {PARETO_K_MAX} for {100 * s['loo_high_k_share']:.1f}% of bags "

@@ -245,6 +245,23 @@ def test_problems_name_the_failed_checks_and_worst_parameters(nuts_fit):
     assert convergence_problems(diag.table, svi_stats) == []
 
 
+def test_a_loo_check_that_cannot_run_is_a_problem_not_a_pass(nuts_fit, monkeypatch):
+    """ArviZ failing on the k-hats must not make a fit look converged (it is SVI's and Laplace's
+    only check of the bags' influence)."""
+    est, _ = nuts_fit
+    assert diagnose(est.posterior_).sampler["loo_error"] is None
+
+    def broken(idata):
+        raise ValueError("shapes do not match")
+
+    monkeypatch.setattr(azc, "pareto_k", broken)
+    diag = diagnose(est.posterior_)
+    assert not diag.converged
+    assert any("could not be computed (ValueError: shapes do not match)" in p for p in diag.problems)
+    assert "PSIS-LOO: not computed (ValueError: shapes do not match)" in diag.summary_lines()
+    assert "PSIS-LOO's k̂ could not be computed" in warning_message(diag)
+
+
 def test_the_warning_names_one_next_step_for_each_kind_of_failure(nuts_fit):
     """Mixing passes here; each sampler statistic is set to fail alone, and the advice follows it."""
     est, _ = nuts_fit
