@@ -108,7 +108,10 @@ def linear_scaling(fmap: TransformerMixin | None, n_features: int) -> tuple[np.n
         return np.zeros(n_features), np.ones(n_features)
     if len(steps) == 1 and isinstance(steps[0], StandardScaler):
         s = steps[0]
-        mean = np.zeros(n_features) if s.mean_ is None else np.asarray(s.mean_, np.float64)
+        # What transform does: with_mean=False still computes mean_ (for the variance) but does not
+        # subtract it, and with_std=False leaves scale_ None.
+        centred = s.with_mean and s.mean_ is not None
+        mean = np.asarray(s.mean_, np.float64) if centred else np.zeros(n_features)
         scale = np.ones(n_features) if s.scale_ is None else np.asarray(s.scale_, np.float64)
         return mean, scale
     raise ValueError(
