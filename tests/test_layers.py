@@ -24,8 +24,9 @@ LAYERS = {
 }
 """What each subpackage may import from the others (itself always)."""
 
-RUNTIME = {"_version", "_host_devices", "compilation_cache"}
-"""Top-level modules below every layer: they import nothing from the package."""
+RUNTIME = {"_version", "_host_devices", "compilation_cache", "seeding"}
+"""Top-level modules below every layer (runtime set-up, the seeding rule): they import nothing from
+the package."""
 
 
 def _module_name(path: Path) -> str:
@@ -178,3 +179,23 @@ def test_dir_shows_the_public_names_only():
     assert shown == set(orlr_ppl.__all__) | set(orlr_ppl.PUBLIC_MODULES)
     assert not shown & {"ModuleType", "importlib", "annotations", "dp", "estimators"}
     assert not {"ModuleType", "importlib", "annotations"} & set(vars(orlr_ppl))
+
+
+def test_random_state_none_is_seed_0_everywhere():
+    """One rule (``seeding``): None repeats exactly, as seed 0 does, in every seeded step."""
+    import numpy as np
+
+    from orlr_ppl import ORLR, SIM, RBFDictionary
+    from orlr_ppl.datasets import make_miml_digits
+
+    data = make_miml_digits(12, seed=0, max_size=3)
+    x = np.concatenate(data.bags)
+    for make in (lambda r: RBFDictionary(n_components=5, random_state=r),):
+        a, b = make(None).fit(x), make(0).fit(x)
+        np.testing.assert_array_equal(a.dictionary_, b.dictionary_)
+        assert a.gamma_ == b.gamma_
+    model = ORLR(inference="map").fit(data)
+    tables = [model.set_params(random_state=r).query(data, n=4, strategy="random") for r in (None, None, 0)]
+    assert tables[0].equals(tables[1]) and tables[0].equals(tables[2])
+    fits = [SIM(random_state=r, n_outer=1, n_inner=5).fit(data) for r in (None, 0)]
+    np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)

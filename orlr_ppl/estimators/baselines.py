@@ -62,7 +62,8 @@ class SoftmaxRegression(_KernelFeatures, _BagClassifier):
             cross-validation; "auto": ``GAMMA_FACTORS`` times the median
             heuristic; None: the step's own width (or the median heuristic).
         cv: folds of the selection.
-        random_state: seeds the dictionary, the median heuristic and the folds.
+        random_state: seeds the dictionary, the median heuristic and the folds (None: seed 0,
+            ``seeding``).
 
     Fitted attributes: ``coef_`` (R, C), R the features the model sees
     (see ``coef_in_feature_units``), ``intercept_`` (C,), ``feature_map_``,

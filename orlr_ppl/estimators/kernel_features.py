@@ -17,6 +17,7 @@ import numpy as np
 
 from ..features import fit_bags, make_feature_map, median_gamma, split_kernel, transform_bags
 from ..features.maps import KernelStep, join, kernel_step
+from ..seeding import seed_of
 
 
 class _KernelFeatures:
@@ -36,7 +37,7 @@ class _KernelFeatures:
         return dims
 
     def _seed(self) -> int:
-        return 0 if self.random_state is None else int(self.random_state)
+        return seed_of(self.random_state)
 
     def _kernel_spec(self) -> KernelStep | None:
         """The kernel step the ``features`` parameter asks for (unfitted); None without one."""

@@ -24,6 +24,7 @@ from ..dp.validation import DEFAULT_MAX_LABELS
 from ..inference.mimm_em import fit_mimm
 from ..inference.mimm_steps import COVARIANCES, make_prior
 from ..model.model_data import make_model_data
+from ..seeding import seed_of
 from .base import Bags, _BagClassifier
 from .persistence import FIX
 
@@ -94,7 +95,7 @@ class MIMM(_BagClassifier):
             mixture whose classes are all alike) and takes the M-step; each
             further one spreads it by a flat Dirichlet draw (from
             ``random_state``). The fit of highest log posterior is kept.
-        random_state: seed of the restarts' draws.
+        random_state: seed of the restarts' draws (None: seed 0, ``seeding``).
         features: the instance feature map (``orlr_ppl.features``), fitted on
             the training instances first: ``"standard"`` (so the prior's scale
             means the same in every feature); ``"quantile-normal"``, for
@@ -178,7 +179,7 @@ class MIMM(_BagClassifier):
             self.degrees_of_freedom,
             dtype,
         )
-        seed = 0 if self.random_state is None else int(self.random_state)
+        seed = seed_of(self.random_state)
         settings = (int(self.max_iter), float(self.tol), int(self.n_init), seed)
         res = fit_mimm(data, prior, self.covariance, *settings)
         self.weights_ = np.asarray(res.weights, np.float64)

@@ -42,6 +42,7 @@ from ..inference import methods
 from ..inference.methods import EM, MAP, NUTS, SVI, Inference, Laplace
 from ..model.numpyro_model import ModelData, make_model_data
 from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
+from ..seeding import seed_of
 from . import (  # its grids read at fit time, so one assignment changes both estimators'
     model_selection,
     persistence,
@@ -164,7 +165,8 @@ class ORLR(_KernelFeatures, _BagClassifier):
             6.6.2), for data where a few bags cost more than all the others;
             ``pruned_bags_`` lists them.
         max_predict_draws: posterior draws (evenly thinned) that predictions average over.
-        random_state: the seed of NUTS, SVI, stochastic EM and a kernel's dictionary draw.
+        random_state: the seed of NUTS, SVI, stochastic EM, a kernel's dictionary draw and
+            ``query(strategy="random")``; None is seed 0, so a fit repeats exactly (``seeding``).
 
     Labels. ``label_sets`` are one list per bag of class indices or of class
     names (then ``class_names_`` holds the sorted names, and predictions are
@@ -795,7 +797,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         if self.novel_class:
             names.append(NOVEL_CLASS_NAME)
         bag_ids = list(bags.bag_ids) if isinstance(bags, MIMLData) else list(range(len(feats)))
-        rng = np.random.default_rng(self.random_state)
+        rng = np.random.default_rng(seed_of(self.random_state))
         return query_table(per_draw, known, n, strategy, rng, bag_ids, names)
 
     def _posteriors_per_draw(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> list[np.ndarray]:

@@ -16,6 +16,7 @@ from sklearn.base import TransformerMixin
 
 from ..dp.validation import DEFAULT_MAX_LABELS, check_label_sets
 from ..evaluation.metrics import multi_hot, ranking_loss
+from ..seeding import seed_of
 from .base import Bags, _BagClassifier
 from .sim_objective import make_pairs, pad_bags, run_paths
 
@@ -81,7 +82,7 @@ class SIM(_BagClassifier):
         max_labels: largest label set accepted (validation shared with the
             other estimators; SIM itself has no per-set cost).
         random_state: seed of the fold assignment (the optimisation itself is
-            deterministic).
+            deterministic; None: seed 0, ``seeding``).
         features: the instance feature map (``orlr_ppl.features``), fitted
             on the training instances and applied before every prediction, as
             the other estimators do. The authors' scaling below is itself
@@ -182,7 +183,7 @@ class SIM(_BagClassifier):
         n_bags, n_folds = len(feats), int(self.cv)
         if not 2 <= n_folds <= n_bags:
             raise ValueError(f"cv={self.cv}: need 2 <= cv <= {n_bags} bags to cross-validate lam")
-        perm = np.random.default_rng(self.random_state).permutation(n_bags)
+        perm = np.random.default_rng(seed_of(self.random_state)).permutation(n_bags)
         folds = [np.sort(f) for f in np.array_split(perm, n_folds)]
         lams = np.asarray(LAMBDA_GRID)
         xs, pairs = [], []

@@ -25,6 +25,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..seeding import seed_of
+
 _BLOCK = 4096
 """Rows of ``x`` per block of kernel evaluations, to bound memory at ``4096 * m`` floats."""
 
@@ -76,7 +78,7 @@ class RBFDictionary(TransformerMixin, BaseEstimator):
             (``median_gamma``). ``ORLRCV(gammas=...)`` chooses it by cross-validation.
         n_components: the dictionary's size: this many training instances,
             drawn at random; None: all of them (the exact kernel model).
-        random_state: seed of the draw and of the heuristic's pairs.
+        random_state: seed of the draw and of the heuristic's pairs (None: seed 0, ``seeding``).
 
     Fitted attributes: ``dictionary_`` (m, d), ``gamma_``, ``n_features_in_``.
     """
@@ -91,7 +93,7 @@ class RBFDictionary(TransformerMixin, BaseEstimator):
     def fit(self, X: np.ndarray, y: Any = None) -> Self:
         """Draw the dictionary from the training instances ``X`` (n, d) and fix the width."""
         x = validate_data(self, X, dtype=[np.float64, np.float32])
-        seed = 0 if self.random_state is None else int(self.random_state)
+        seed = seed_of(self.random_state)
         size = self.n_components
         if size is not None and (
             isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1
