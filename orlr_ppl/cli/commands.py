@@ -171,6 +171,7 @@ def warn_unconverged(diagnostics: Any) -> None:
 FLAG_SPELLINGS: tuple[tuple[str, str], ...] = (
     (r"NUTS\(num_chains=(\d+), num_samples=(\d+)\)", r"--num-chains \1 --num-samples \2"),
     (r"NUTS\(num_chains=(\d+)\)", r"--num-chains \1"),
+    (r"NUTS\(num_samples=\.\.\., max_num_samples=0\)", "--num-samples N --max-num-samples 0"),
     (r"NUTS\(target_accept=\.\.\.\)", "--target-accept"),
     (r"NUTS\(dense_mass=True, num_warmup=(\d+)\)", r"--dense-mass --num-warmup \1"),
     (r"\(num_warmup=(\d+)\)", r"(--num-warmup \1)"),
@@ -387,7 +388,7 @@ def fit(args: argparse.Namespace) -> int:
         where = "positions among the bags fitted"
         print(f"pruned {len(pruned)} bag(s) with the most DP work ({where}): {pruned}")
     diagnostics = model.diagnostics()
-    print("\n".join(diagnostics.summary_lines()))
+    print("\n".join(as_flags(line) for line in diagnostics.summary_lines()))
     # A fit that ran but did not converge still succeeds (exit 0): its problems are a warning.
     warn_unconverged(diagnostics)
     return 0

@@ -409,6 +409,14 @@ class Diagnostics(NamedTuple):
         verdict = (
             "converged" if self.converged else f"NOT converged ({count_noun(len(self.problems), 'problem')})"
         )
+        planned = s.get("n_draws_planned")
+        if self.converged and s["mcmc"] and planned and planned < s["n_draws"]:
+            # Optional stopping: the chains ran on until these same checks passed, so a pass here is
+            # likelier than the posterior's mixing alone would make it.
+            verdict += (
+                f", after going on from {planned} draws until the checks passed, which favours a pass: "
+                "confirm with a fixed-length run (NUTS(num_samples=..., max_num_samples=0))"
+            )
         lines.append(f"verdict: {verdict}")
         return lines
 

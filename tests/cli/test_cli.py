@@ -621,6 +621,10 @@ def _advice_of_every_kind() -> list[str]:
     slow = dg.Diagnostics(table, nuts, ["a problem"], False)
     note = heavy_tail_note({"x6": 9.0}, slow)
     out.append(dg.warning_message(slow._replace(note=note)))
+    sampled = {**nuts, "n_draws_planned": 1000, "n_at_max_treedepth": 0, "mean_tree_depth": 4.0}
+    sampled["n_bags"] = None
+    extended = dg.Diagnostics(ok, sampled, [], True)
+    out.append(extended.summary_lines()[-1])  # the verdict of chains that went on until they passed
     for method, n_iter, optimality in (("em", 200, 0.5), ("map", 12, 0.5), ("em", 200, None)):
         out += dg.optimizer_diagnostics(method, False, n_iter, 200, 1e-3, optimality=optimality).problems
     return out

@@ -262,6 +262,17 @@ def test_a_loo_check_that_cannot_run_is_a_problem_not_a_pass(nuts_fit, monkeypat
     assert "PSIS-LOO's k̂ could not be computed" in warning_message(diag)
 
 
+def test_a_pass_after_extending_the_chains_says_it_favours_passing(nuts_fit):
+    """Chains that went on until the checks passed: the verdict says the stop favours a pass."""
+    est, _ = nuts_fit
+    diag = est.diagnostics()
+    fixed = diag._replace(sampler={**diag.sampler, "n_draws_planned": None}, problems=[], converged=True)
+    assert fixed.summary_lines()[-1] == "verdict: converged"
+    ran_on = fixed._replace(sampler={**fixed.sampler, "n_draws_planned": fixed.sampler["n_draws"] // 2})
+    verdict = ran_on.summary_lines()[-1]
+    assert verdict.startswith("verdict: converged, after going on from") and "favours a pass" in verdict
+
+
 def test_the_warning_names_one_next_step_for_each_kind_of_failure(nuts_fit):
     """Mixing passes here; each sampler statistic is set to fail alone, and the advice follows it."""
     est, _ = nuts_fit
