@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -121,24 +119,3 @@ def test_every_notebook_is_listed_for_readers():
         missing = [name for name in notebooks if f"notebooks/{name})" not in text]
         assert not missing, f"{page.name} does not link {missing}"
 
-
-def _python_snippets() -> list[tuple[str, str]]:
-    """``(where, code)`` of every fenced Python block in the README and the docs."""
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    out = []
-    for page in pages:
-        for k, m in enumerate(re.finditer(r"```python\n(.*?)```", page.read_text(), re.S)):
-            out.append((f"{page.relative_to(ROOT)}#{k}", m.group(1)))
-    return out
-
-
-@pytest.mark.parametrize(("where", "code"), _python_snippets(), ids=[w for w, _ in _python_snippets()])
-def test_every_python_snippet_in_the_docs_runs(tmp_path, where, code):
-    """Each block runs as written, in a fresh process and an empty folder (what it saves lands there)."""
-    script = tmp_path / "snippet.py"
-    script.write_text(code)
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
-    )
-    assert result.returncode == 0, f"{where} failed:\n{result.stderr[-3000:]}"
