@@ -118,4 +118,3 @@ def test_every_notebook_is_listed_for_readers():
         text = page.read_text()
         missing = [name for name in notebooks if f"notebooks/{name})" not in text]
         assert not missing, f"{page.name} does not link {missing}"
-
