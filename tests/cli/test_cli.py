@@ -691,6 +691,10 @@ def test_a_comparison_of_bag_labelled_data_scores_the_held_out_bags(tmp_path, ca
 
 
 CTRL_C_CHILD = """
+import signal
+# Python's Ctrl-C handler, as in a terminal, even where the test runner was started with SIGINT
+# ignored (a background job), which a child would inherit.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import jax, jax.numpy as jnp
 from jax import lax
 from orlr_ppl.cli import commands
