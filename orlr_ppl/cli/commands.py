@@ -11,6 +11,7 @@ import argparse
 import csv
 import io
 import json
+import re
 import sys
 import time
 import warnings
@@ -193,8 +194,6 @@ and the ``fit`` flags that do the same, in the order they are tried."""
 
 def as_flags(advice: str) -> str:
     """``advice`` with each Python spelling of a remedy replaced by the command line's flags."""
-    import re
-
     for pattern, flags in FLAG_SPELLINGS:
         advice = re.sub(pattern, flags, advice)
     return advice
@@ -337,31 +336,34 @@ def fittable(data: MIMLData, args: argparse.Namespace) -> tuple[MIMLData, list[s
     if data.label_sets is None:
         raise ValueError("fitting needs bag labels, and these data have none")
     relaxed = {"leak": getattr(args, "leak", None) is not None, "novel": getattr(args, "novel_class", False)}
-    return _without_impossible(data, relaxed, args, _remedies(data, relaxed), "union model")
+    return _without_impossible(data, relaxed, args, True, "union model")
 
 
-def _remedies(data: MIMLData, relaxed: dict[str, bool]) -> str:
-    """The flags that would make the impossible bags fittable, and only those: ``--leak`` for more
-    labels than instances, ``--novel-class`` for an empty label set; ``--drop-impossible`` always."""
-    bad = data.impossible_bags(**relaxed)
-    sizes = [(len(data.label_sets[b]), len(data.bags[b])) for b in bad]
+def _remedies(data: MIMLData, relaxed: dict[str, bool], relaxable: bool) -> str:
+    """The flags that would make the impossible bags fittable, and only those: ``--drop-impossible``
+    always; where a fit can still relax the model (``relaxable``), ``--leak`` for more labels than
+    instances and ``--novel-class`` for an empty label set."""
     flags = ["--drop-impossible"]
-    if not relaxed["leak"] and any(n_labels > n > 0 for n_labels, n in sizes):
-        flags.append("--leak")
-    if not relaxed["novel"] and any(n_labels == 0 < n for n_labels, n in sizes):
-        flags.append("--novel-class")
+    if relaxable:
+        sizes = [(len(data.label_sets[b]), len(data.bags[b])) for b in data.impossible_bags(**relaxed)]
+        if not relaxed["leak"] and any(n_labels > n > 0 for n_labels, n in sizes):
+            flags.append("--leak")
+        if not relaxed["novel"] and any(n_labels == 0 < n for n_labels, n in sizes):
+            flags.append("--novel-class")
     return ", ".join(flags[:-1]) + " or " + flags[-1] if len(flags) > 1 else flags[0]
 
 
 def _without_impossible(
-    data: MIMLData, relaxed: dict[str, bool], args: argparse.Namespace, options: str, judge: str
+    data: MIMLData, relaxed: dict[str, bool], args: argparse.Namespace, relaxable: bool, judge: str
 ) -> tuple[MIMLData, list[str]]:
-    """The impossible bags under ``relaxed``: an error naming ``options``, or, with ``--drop-impossible``,
-    left out and named in a warning line. Returns the data kept and the ids left out."""
+    """The impossible bags under ``relaxed``: an error naming the flags that fix them (``_remedies``),
+    or, with ``--drop-impossible``, left out and named in a warning line. Returns the data kept and
+    the ids left out."""
     if not getattr(args, "drop_impossible", False):
         try:
             data.check_fittable(**relaxed)
         except ValueError as err:
+            options = _remedies(data, relaxed, relaxable)
             raise ValueError(f"{err} (on the command line: {options})") from None
         return data, []
     clean, dropped = data.drop_impossible(**relaxed)
@@ -491,7 +493,9 @@ def _explainable(data: MIMLData, model: Any, args: argparse.Namespace) -> MIMLDa
         "leak": getattr(model, "leak", None) is not None,
         "novel": bool(getattr(model, "novel_class", False)),
     }
-    return _without_impossible(data, relaxed, args, "--drop-impossible", "model")[0]
+    return _without_impossible(data, relaxed, args, False, "model")[
+        0
+    ]  # a saved model's relaxations are fixed
 
 
 def predict(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Callable
 
+from ..inference.methods import NUTS
 from .commands import estimator_from_args, fittable
 from .sources import load_dataset
 
@@ -25,6 +26,10 @@ COMPARED = (
 """``--methods`` names, in the order the table lists them."""
 DEFAULT_METHODS = ("orlr-em", "orlr-nuts", "softmax", "majority", "sim")
 """``--methods``' default: the paper's linear methods (the others are asked for by name)."""
+PAPER_EM_ITERATIONS = 50
+"""The comparison's ORLR-EM iterations, the paper's."""
+COMPARISON_NUTS = NUTS(num_chains=2, num_warmup=100, num_samples=100)
+"""The comparison's ORLR-NUTS run by default: short, as it is fitted once a fold (``--num-*``)."""
 TRAINED_ON_INSTANCE_LABELS = ("softmax", "kslr", "majority")
 """The reference methods, fitted on instance labels: bag-labelled data cannot train them."""
 
@@ -49,12 +54,14 @@ def compared_models(args: argparse.Namespace, chosen: list[str] | None = None) -
     chosen = chosen_methods(args.methods) if chosen is None else chosen
     scoring = getattr(args, "cv_scoring", "log_likelihood")  # the kernel fits' CV score
     factories = {
-        # As published: 50 EM iterations, plain maximum likelihood. ``cross_validate`` gives every ORLR
-        # one packing layout that all training folds fit: each compiles once for ten folds.
+        # As published: PAPER_EM_ITERATIONS EM iterations, plain maximum likelihood. ``cross_validate``
+        # gives every ORLR one packing layout that all training folds fit: each compiles once for ten folds.
         "orlr-em": (
             "ORLR-EM",
             lambda: ORLR(
-                inference=EM(max_iter=50, m_steps=args.em_m_steps), prior_scale=None, intercept_scale=None
+                inference=EM(max_iter=PAPER_EM_ITERATIONS, m_steps=args.em_m_steps),
+                prior_scale=None,
+                intercept_scale=None,
             ),
         ),
         "orlr-nuts": ("ORLR-NUTS", lambda: estimator_from_args(args, "nuts")),
@@ -139,11 +146,15 @@ def settings_line(args: argparse.Namespace, models: dict[str, Callable]) -> str:
     """The compared ORLRs' settings, which are the paper's protocol and not ``fit``'s defaults."""
     parts = []
     if "ORLR-EM" in models:
-        parts.append(f"ORLR-EM as published: 50 iterations, no prior, {args.em_m_steps} M-step(s) a pass")
+        parts.append(
+            f"ORLR-EM as published: {PAPER_EM_ITERATIONS} iterations, no prior, "
+            f"{args.em_m_steps} M-step(s) a pass"
+        )
     if "ORLR-NUTS" in models:
         parts.append(
             f"ORLR-NUTS {args.num_chains} chains x ({args.num_warmup} + {args.num_samples}) draws, "
-            f"prior sd {args.prior_scale:g} (fit's default: 4 x (300 + 1000))"
+            f"prior sd {args.prior_scale:g} (fit's default: {NUTS.num_chains} x ({NUTS.num_warmup} + "
+            f"{NUTS.num_samples}))"
         )
     return "; ".join(parts) or "each method's defaults"
 

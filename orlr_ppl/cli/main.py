@@ -13,7 +13,7 @@ from typing import NoReturn
 from .._version import __version__
 from ..inference.methods import EM, MAP, NUTS
 from . import commands
-from .compare import COMPARED, DEFAULT_METHODS, compare
+from .compare import COMPARED, COMPARISON_NUTS, DEFAULT_METHODS, PAPER_EM_ITERATIONS, compare
 
 DEMO_DIR = Path("models") / "demo"
 
@@ -340,9 +340,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="With --model: instance and bag metrics of a saved model on --data/--dataset. "
         "Without: K-fold comparison of ORLR-EM, ORLR-NUTS, SoftmaxRegression, MajorityClass and SIM "
         "(e.g. --dataset letter-frost --protocol inductive --folds 10). The comparison's ORLR-EM is the "
-        "paper's (50 iterations, no prior, --em-m-steps 1) and its ORLR-NUTS a short run (2 chains x "
-        "(100 + 100) draws), not fit's defaults (MAP; NUTS with 4 chains x (300 + 1000)): set the NUTS "
-        "flags to match fit's.",
+        f"paper's ({PAPER_EM_ITERATIONS} iterations, no prior, --em-m-steps 1) and its ORLR-NUTS a short "
+        f"run ({COMPARISON_NUTS.num_chains} chains x ({COMPARISON_NUTS.num_warmup} + "
+        f"{COMPARISON_NUTS.num_samples}) draws), not fit's defaults (MAP; NUTS with {NUTS.num_chains} "
+        f"chains x ({NUTS.num_warmup} + {NUTS.num_samples})): set the NUTS flags to match fit's.",
     )
     ev.add_argument("--model", help="saved model folder (without it: a cross-validated comparison)")
     _add_data_args(ev, n_bags=300, split="test with --model, train for a comparison")
@@ -368,9 +369,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--prior-scale", type=float, default=1.0, help="ORLR-NUTS weight prior sd (<= 0: no prior)"
     )
-    ev.add_argument("--num-warmup", type=int, default=100, help="ORLR-NUTS warmup per chain")
-    ev.add_argument("--num-samples", type=int, default=100, help="ORLR-NUTS draws per chain")
-    ev.add_argument("--num-chains", type=int, default=2, help="ORLR-NUTS chains")
+    ev.add_argument(
+        "--num-warmup", type=int, default=COMPARISON_NUTS.num_warmup, help="ORLR-NUTS warmup per chain"
+    )
+    ev.add_argument(
+        "--num-samples", type=int, default=COMPARISON_NUTS.num_samples, help="ORLR-NUTS draws per chain"
+    )
+    ev.add_argument("--num-chains", type=int, default=COMPARISON_NUTS.num_chains, help="ORLR-NUTS chains")
     ev.add_argument(
         "--max-num-samples",
         type=int,

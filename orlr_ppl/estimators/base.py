@@ -315,7 +315,7 @@ class _BagClassifier(BaseEstimator):
             instance_labels = bags.instance_labels
         check_is_fitted(self, "n_classes_")
         truth = score_instance_labels(instance_labels, getattr(self, "class_names_", None))
-        check_scored_labels(truth, self.n_classes_ + int(bool(getattr(self, "novel_class", False))))
+        check_scored_labels(truth, self._n_outputs())
         return instance_accuracy(truth, self.predict(bags))
 
     # -- persistence -------------------------------------------------------------
@@ -427,8 +427,12 @@ class _BagClassifier(BaseEstimator):
     def _array_dims(self) -> dict[str, int]:
         """The sizes the symbols of ``_saved_arrays`` stand for in this fitted model."""
         dims = {"d": self.n_features_in_, "C": self.n_classes_}
-        dims["K"] = self.n_classes_ + int(bool(getattr(self, "novel_class", False)))  # outputs
+        dims["K"] = self._n_outputs()
         return dims
+
+    def _n_outputs(self) -> int:
+        """K, the classes a prediction ranges over: ``n_classes_``, plus one for a novel class."""
+        return self.n_classes_ + int(bool(getattr(self, "novel_class", False)))
 
     def _check_loaded(self, param_file: Path) -> None:
         """Raise if a loaded array's shape disagrees with ``metadata.json`` (see ``_saved_arrays``), or the
