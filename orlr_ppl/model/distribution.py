@@ -29,6 +29,17 @@ def _inverse_cdf_categorical(key: Array, logits: Array, shape: tuple[int, ...]) 
     return categorical_from_uniform(random.uniform(key, shape, probs.dtype), probs)
 
 
+def _refuse_too_many(too_many: np.ndarray, max_labels: int) -> None:
+    """Raise a ValueError naming the batch indices whose label sets exceed ``max_labels``."""
+    too_many = np.asarray(too_many)
+    if np.any(too_many):
+        where = [tuple(i) for i in np.argwhere(too_many).tolist()]
+        raise ValueError(
+            f"label set(s) at batch index {where} have more than max_labels={max_labels} labels: "
+            "build the distribution with a larger max_labels"
+        )
+
+
 def categorical_from_uniform(u: Array, probs: Array) -> Array:
     """The class whose CDF interval holds ``u``: (...,) uniforms in [0, 1), (..., C) probabilities.
 
@@ -86,16 +97,17 @@ class BagLabelSet(Distribution):
         max_labels: the largest label set ``log_prob`` scores; the DP holds
             ``2**max_labels`` states per bag (``2**(max_labels + 1)`` with
             ``novel``). Default ``C`` when ``C`` is at most 16; set it
-            explicitly above that. Values with more labels get a NaN
-            log-probability (a ValueError when the value is concrete and
-            ``validate_args`` is on).
+            explicitly above that. Values with more labels raise a ValueError
+            when ``validate_args`` is on (under ``jit``, when the program runs, by
+            a host check), and get a NaN log-probability when it is off.
         novel: the last class is a novel class no label set names.
         leak: () or (C_named,) leak probabilities in (0, 1), or None.
         instance_labels: (*batch, N) int known labels, -1 where unknown, or None.
         validate_args: check parameters and values (NumPyro convention; on by
             default in recent NumPyro). Checks on concrete arrays raise a
-            ValueError; under ``jit`` they are skipped and an unscorable value
-            gets NaN.
+            ValueError; under ``jit`` only the label-set size is checked, at run
+            time. The package's own model turns it off: its buckets' label sets are
+            checked once, when the data are packed.
 
     Value: (*batch, C_named) int 0/1 multi-hot label set, ``C_named = C - 1``
     with ``novel`` and ``C`` without; ``event_shape == (C_named,)``.
@@ -201,14 +213,13 @@ class BagLabelSet(Distribution):
         """Batch shape, ``bucket_log_likelihood``'s arguments flattened to (M, ...), and (M,) sizes."""
         value = jnp.asarray(value)
         n_labels = jnp.sum(value != 0, axis=-1)
-        if self._validate_args and not isinstance(value, jax.core.Tracer):
-            too_many = np.asarray(n_labels) > self.max_labels
-            if np.any(too_many):
-                where = [tuple(i) for i in np.argwhere(too_many).tolist()]
-                raise ValueError(
-                    f"label set(s) at batch index {where} have more than max_labels="
-                    f"{self.max_labels} labels: build the distribution with a larger max_labels"
-                )
+        if self._validate_args and self.max_labels < self.event_shape[0]:
+            if isinstance(n_labels, jax.core.Tracer):
+                # Under jit the sizes are known only when the program runs: a host check there, so
+                # that an unscorable value raises instead of passing NaN into a sum.
+                jax.debug.callback(_refuse_too_many, n_labels > self.max_labels, self.max_labels)
+            else:
+                _refuse_too_many(np.asarray(n_labels) > self.max_labels, self.max_labels)
         batch = jnp.broadcast_shapes(jnp.shape(value)[:-1], self.batch_shape)
         n, c = jnp.shape(self.logits)[-2:]
         named = self.event_shape[0]

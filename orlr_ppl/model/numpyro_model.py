@@ -189,5 +189,7 @@ def _label_sets(
                 novel=data.novel_class,
                 leak=None if eps is None else jnp.asarray(eps, logits.dtype),
                 instance_labels=known,
+                # Packing checked every label set against its bucket's size; no run-time check.
+                validate_args=False,
             )
             numpyro.sample(data.site_name(k), label_set, obs=obs)

@@ -57,9 +57,7 @@ def test_too_many_labels_is_nan_or_error():
     logits = jnp.zeros((4, 5))
     dist = BagLabelSet(logits, max_labels=2, validate_args=False)
     assert np.isnan(dist.log_prob(jnp.array([1, 1, 1, 0, 0])))
-    assert np.isnan(
-        jax.jit(lambda v: BagLabelSet(logits, max_labels=2).log_prob(v))(jnp.array([1, 1, 1, 0, 0]))
-    )
+    assert np.isnan(jax.jit(dist.log_prob)(jnp.array([1, 1, 1, 0, 0])))
     strict = BagLabelSet(logits, max_labels=2, validate_args=True)
     with pytest.raises(ValueError, match="max_labels=2"):
         strict.log_prob(jnp.array([1, 1, 1, 0, 0]))
@@ -67,6 +65,22 @@ def test_too_many_labels_is_nan_or_error():
         BagLabelSet(jnp.zeros((2, 20)))
     with pytest.raises(ValueError, match="NaN or infinite"):
         BagLabelSet(jnp.array([[[0.0, jnp.nan]]]), validate_args=True)
+
+
+def test_too_many_labels_under_jit_raises_instead_of_a_nan_in_a_sum():
+    """With validation on, a label set above ``max_labels`` is refused when the compiled program runs;
+    a scorable one in the same program passes and scores as without the check."""
+    logits = jax.random.normal(jax.random.PRNGKey(0), (3, 4, 5))
+    total = jax.jit(lambda v: BagLabelSet(logits, max_labels=2).log_prob(v).sum())
+    fine = jnp.array([[1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 1, 0, 0, 1]])
+    unchecked = BagLabelSet(logits, max_labels=2, validate_args=False).log_prob(fine).sum()
+    np.testing.assert_allclose(total(fine), unchecked, rtol=1e-6)
+    # JAX wraps the host check's ValueError in its runtime error, message kept.
+    with pytest.raises((ValueError, RuntimeError), match=r"batch index \[\(1,\)\].*max_labels=2"):
+        total(fine.at[1].set(jnp.array([1, 1, 1, 0, 0]))).block_until_ready()
+    batched = jax.jit(jax.vmap(lambda v: BagLabelSet(logits, max_labels=2).log_prob(v)))
+    with pytest.raises((ValueError, RuntimeError), match="max_labels=2"):
+        batched(jnp.stack([fine, fine.at[2].set(1)])).block_until_ready()
 
 
 def test_predictive_frequencies_match_exact_likelihood():
