@@ -64,9 +64,6 @@ likelihood (MacKay's evidence; ``inference.evidence``), chosen before the fit.""
 INCLUSION_EFFECT = 0.5
 """A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
 moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, odds x 1.65)."""
-MAP_START_TOL = 1e-9
-"""The relative tolerance of the MAP that NUTS chains start from: tighter than ``MAP()``'s, as the
-chains' jitter is measured from it."""
 
 RENAMED = {
     "method": "inference='em' | 'map' | 'nuts' | 'svi', or inference=EM(...), MAP(...), NUTS(...), SVI(...)",
@@ -1279,7 +1276,12 @@ def _say(line: str) -> None:
 def nuts_start(
     data: ModelData, prior_scale: float | None, intercept_scale: float | None, fit_intercept: bool
 ) -> dict[str, np.ndarray]:
-    """Raw starting parameters for NUTS: the MAP under the same prior.
+    """Raw starting parameters for NUTS and SVI: the MAP under the same prior.
+
+    The MAP is found in float64 whatever ``data``'s dtype, to ``MAP()``'s first-order
+    tolerance: in float32 L-BFGS's line search stalls short of it (the log posterior's
+    round-off hides the last rises), and the chains' jitter and a whitening are
+    measured from this point.
 
     Returns ``W_raw`` (d, C - 1) and, with intercepts, ``beta_raw`` (C - 1,):
     the MAP in the model's sum-to-zero basis.
@@ -1292,7 +1294,11 @@ def nuts_start(
     # horseshoe has no MAP: its start is the Normal prior's MAP of the same scale, in its sites.
     horseshoe = data.weight_prior == "group_horseshoe"
     point_data = data._replace(weight_prior="normal") if horseshoe else data
-    fit = fit_map(point_data, prior_scale, intercept_scale, tol=MAP_START_TOL, fit_intercept=fit_intercept)
+    wide = tuple(b._replace(features=np.asarray(b.features, np.float64)) for b in point_data.buckets)
+    with jax.enable_x64(True):
+        fit = fit_map(
+            point_data._replace(buckets=wide), prior_scale, intercept_scale, fit_intercept=fit_intercept
+        )
     basis = sum_to_zero_basis(data.n_outputs)
     start = horseshoe_start(fit.W @ basis, prior_scale) if horseshoe else {"W_raw": fit.W @ basis}
     if fit_intercept:
