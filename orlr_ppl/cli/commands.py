@@ -587,12 +587,10 @@ def evaluate_model(args: argparse.Namespace) -> int:
 
 
 def info(args: argparse.Namespace) -> int:
-    from ..data.summary import summarize
-
     if (args.path is None) == (args.data is None):
         raise ValueError("give the data once: orlr-ppl info PATH, or orlr-ppl info --data PATH")
     path = args.path if args.path is not None else args.data
     data = read_data(path, args.xml)
     print(f"{path}: {data!r}")
-    print("\n".join(summarize(data).lines()))
+    print("\n".join(data.summary().lines()))
     return 0

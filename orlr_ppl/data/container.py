@@ -17,6 +17,7 @@ into bags and reading labels: ``_labels``; the constructor's checks:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -24,9 +25,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._checks import check_features, check_label_ranges, instance_arrays, top_label
-from ._labels import BagLabels, encode, group_by_bag, label_list, labels_in_order, plain, warn_unnamed_classes
+from ._labels import (
+    UNLABELLED,
+    BagLabels,
+    encode,
+    group_by_bag,
+    label_list,
+    labels_in_order,
+    plain,
+    warn_unnamed_classes,
+)
 from .collinearity import LinearDependencies, linear_dependencies
-from .summary import DataSummary, summarize
+from .summary import DataSummary, Spread
 from .union import BagProblem, union_problems
 
 __all__ = ["BagProblem", "DataSummary", "MIMLData"]  # all but MIMLData: re-exported
@@ -278,8 +288,34 @@ class MIMLData:
         )
 
     def summary(self) -> DataSummary:
-        """Counts and distributions of these bags; ``str()`` of it is a readable report (``summary``)."""
-        return summarize(self)
+        """Counts and distributions of these bags; ``str()`` of it is a readable report (``summary``).
+
+        Runs ``validate()`` once, for the bags the union cannot explain.
+        """
+        sizes = np.array([len(x) for x in self.bags])
+        sets = self.label_sets
+        problems = self.validate() if sets is not None else None
+        by_kind: dict[str, set[int]] = {}
+        for p in problems or ():
+            by_kind.setdefault(p.kind, set()).add(p.index)
+        return DataSummary(
+            n_bags=self.n_bags,
+            n_instances=self.n_instances,
+            n_features=self.n_features,
+            n_classes=self.n_classes,
+            class_names=list(self.class_names),
+            class_ids=list(self.class_ids),
+            instances_per_bag=Spread(int(sizes.min()), float(np.median(sizes)), int(sizes.max())),
+            label_set_sizes=None if sets is None else dict(sorted(Counter(len(s) for s in sets).items())),
+            bags_per_class=None if sets is None else self.label_matrix().sum(axis=0).tolist(),
+            n_unlabelled_instances=(
+                None
+                if self.instance_labels is None
+                else int(sum(np.sum(y == UNLABELLED) for y in self.instance_labels))
+            ),
+            n_bags_with_problems=None if problems is None else len({p.index for p in problems}),
+            problems_by_kind={kind: len(bags) for kind, bags in by_kind.items()},
+        )
 
     def label_matrix(self) -> np.ndarray:
         """(B, C) 0/1 bag label matrix."""

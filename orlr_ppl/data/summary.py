@@ -1,23 +1,18 @@
 """``DataSummary``: what a ``MIMLData`` holds, as counts and distributions for a report.
 
-``MIMLData.summary()`` returns one; ``str()`` of it (``lines()``) is the
-readable report ``orlr-ppl info`` prints, and ``to_json()`` the same numbers
-for machines. It works for data with or without label sets and instance
-labels: what is absent is None and reported as absent.
+``MIMLData.summary()`` builds one (this module knows nothing of the container);
+``str()`` of it (``lines()``) is the readable report ``orlr-ppl info`` prints,
+and ``to_json()`` the same numbers for machines. It works for data with or
+without label sets and instance labels: what is absent is None and reported
+as absent.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-import numpy as np
+from typing import Any, NamedTuple
 
 from ._labels import UNLABELLED
-
-if TYPE_CHECKING:  # the container imports this module (for MIMLData.summary), not the reverse
-    from .container import MIMLData
 
 MAX_CLASS_LINES = 40
 """Classes listed one a line in ``lines()``; the rest are counted."""
@@ -116,31 +111,3 @@ class DataSummary(NamedTuple):
             out["label_set_sizes"] = {str(k): n for k, n in self.label_set_sizes.items()}
         out["class_ids"] = [c if isinstance(c, (int, float, str)) else str(c) for c in self.class_ids]
         return out
-
-
-def summarize(data: MIMLData) -> DataSummary:
-    """The ``DataSummary`` of ``data`` (runs ``data.validate()`` once)."""
-    sizes = np.array([len(x) for x in data.bags])
-    sets = data.label_sets
-    problems = data.validate() if sets is not None else None
-    by_kind: dict[str, set[int]] = {}
-    for p in problems or ():
-        by_kind.setdefault(p.kind, set()).add(p.index)
-    return DataSummary(
-        n_bags=data.n_bags,
-        n_instances=data.n_instances,
-        n_features=data.n_features,
-        n_classes=data.n_classes,
-        class_names=list(data.class_names),
-        class_ids=list(data.class_ids),
-        instances_per_bag=Spread(int(sizes.min()), float(np.median(sizes)), int(sizes.max())),
-        label_set_sizes=None if sets is None else dict(sorted(Counter(len(s) for s in sets).items())),
-        bags_per_class=None if sets is None else data.label_matrix().sum(axis=0).tolist(),
-        n_unlabelled_instances=(
-            None
-            if data.instance_labels is None
-            else int(sum(np.sum(y == UNLABELLED) for y in data.instance_labels))
-        ),
-        n_bags_with_problems=None if problems is None else len({p.index for p in problems}),
-        problems_by_kind={kind: len(bags) for kind, bags in by_kind.items()},
-    )
