@@ -205,3 +205,59 @@ def test_random_state_none_is_seed_0_everywhere():
     assert tables[0].equals(tables[1]) and tables[0].equals(tables[2])
     fits = [SIM(random_state=r, n_outer=1, n_inner=5).fit(data) for r in (None, 0)]
     np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)
+
+
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
+"""Underscored only to stay clear of field names: a NamedTuple's public methods."""
+
+
+def _private_uses(path: Path) -> list[str]:
+    """Each ``x._name`` (x not ``self``, ``cls`` or ``super()``) and ``from m import _name`` in ``path``
+    whose ``_name`` the module does not define itself: another module's private name, set or called."""
+    tree = ast.parse(path.read_text())
+    where = path.relative_to(PACKAGE) if path.is_relative_to(PACKAGE) else path.name
+    own = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                own.add(node.attr)  # an attribute this module's own classes keep
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    bad.append(f"{where}:{node.lineno}: from {node.module} import {alias.name}")
+        elif isinstance(node, ast.Attribute):
+            name, owner = node.attr, node.value
+            if not name.startswith("_") or name.startswith("__") or name in own | NAMEDTUPLE_API:
+                continue
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue  # the object's own (or inherited) implementation
+            if isinstance(owner, ast.Call) and getattr(owner.func, "id", None) == "super":
+                continue
+            if ast.unparse(node) == "os._exit":  # documented: leave without running exit handlers
+                continue
+            bad.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return bad
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    """Modules talk through public names: estimators, cross-validation and the CLI use what a user
+    could call, and nothing sets or calls NumPyro's or scikit-learn's internals."""
+    bad = [line for path in sorted(PACKAGE.rglob("*.py")) for line in _private_uses(path)]
+    assert not bad, "private names reached across modules:\n" + "\n".join(bad)
+
+
+def test_the_private_name_test_can_fail(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from x import _hidden\n"
+        "class A:\n    def _mine(self): self._kept = other._theirs()\n"
+        "def f(a): return a._mine(), a._kept, a._replace(b=1)\n"
+    )
+    found = _private_uses(source)
+    assert [line.split(": ", 1)[1] for line in found] == ["from x import _hidden", "other._theirs"]

@@ -467,9 +467,9 @@ def _model_to_fit(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def _load_model(path: str):
-    from ..estimators.base import _BagClassifier
+    from ..estimators.base import BagClassifier
 
-    return _BagClassifier.load(path)
+    return BagClassifier.load(path)
 
 
 def _class_names(model, data: MIMLData) -> list[str]:

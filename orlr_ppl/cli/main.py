@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .._version import __version__
-from ..inference.methods import EM, MAP, NUTS
+from ..inference.methods import EM, HORSESHOE_TARGET_ACCEPT, MAP, NUTS, TARGET_ACCEPT
 from . import commands
 from .compare import COMPARED, COMPARISON_NUTS, DEFAULT_METHODS, PAPER_EM_ITERATIONS, compare
 
@@ -140,7 +140,8 @@ def _add_fit_args(
         "--target-accept",
         type=float,
         default=None,
-        help="NUTS's target acceptance in (0, 1); default: 0.98 under the horseshoe, 0.8 otherwise",
+        help=f"NUTS's target acceptance in (0, 1); default: {HORSESHOE_TARGET_ACCEPT} under the horseshoe, "
+        f"{TARGET_ACCEPT} otherwise",
     )
     p.add_argument(
         "--quiet", action="store_true", help="no progress bars (they show only when stderr is a terminal)"

@@ -14,25 +14,26 @@ instances (``feature_map_``), and every prediction applies it first
 Labels may be class indices, class names or a (B, C) 0/1 label matrix
 (``inputs``); saving and loading is ``persistence``.
 
-This module imports none of the estimators built on it: ``_BagClassifier.load``
+This module imports none of the estimators built on it: ``BagClassifier.load``
 finds the class a saved folder names in a registry that every subclass joins
 when it is defined (``__init_subclass__``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import numpy as np
+from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .._version import __version__
 from ..data import UNLABELLED
 from ..data.container import MIMLData
-from ..dp.ragged import instance_posteriors
+from ..dp.ragged import bag_log_likelihood, instance_posteriors
 from ..dp.validation import check_features, check_label_sets
 from ..evaluation.metrics import instance_accuracy
 from ..features import fit_bags, make_feature_map, transform_bags
@@ -58,7 +59,7 @@ BAG_SCORE_RULES = ("max", "model")
 Bags = Sequence[np.ndarray] | MIMLData
 """A list of (n_b, d) instance arrays, or a ``MIMLData`` (its bags)."""
 
-_REGISTRY: dict[str, type[_BagClassifier]] = {}
+_REGISTRY: dict[str, type[BagClassifier]] = {}
 """Estimator classes by name, as ``metadata.json`` stores them (filled by ``__init_subclass__``)."""
 
 
@@ -92,7 +93,7 @@ def label_probability(proba: np.ndarray) -> np.ndarray:
 # -- the base class ------------------------------------------------------------
 
 
-class _BagClassifier(BaseEstimator):
+class BagClassifier(BaseEstimator):
     """Predictions from per-instance class probabilities (``_inductive_proba``).
 
     Subclasses supply ``_inductive_proba`` and may refine the other hooks
@@ -140,6 +141,14 @@ class _BagClassifier(BaseEstimator):
     def _leak_draws(self, n_draws: int) -> np.ndarray | None:
         """(S,) the chance a leak switches a label on, per draw; None: labels come from instances alone."""
         return None
+
+    def _draw_log_likelihoods(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[np.ndarray]:
+        """Per posterior draw (a point estimate is one), (B,) ``log p(Y_b | X_b, theta_s)``: the DP on
+        the log of ``_draw_proba``'s instance probabilities."""
+        probs = self._draw_proba(feats)
+        for s in range(len(probs[0])):
+            logits = [np.log(np.clip(p[s], 1e-300, None)) for p in probs]
+            yield bag_log_likelihood(logits, sets, self.max_labels)
 
     def _ranking_scores(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         """B arrays (n_b, C) whose max over instances is the ``rule="max"`` bag score."""
@@ -275,6 +284,24 @@ class _BagClassifier(BaseEstimator):
             out[b, y[y < self.n_classes_]] = 1  # a novel class (index C) names no label
         return out
 
+    def bag_log_likelihood(self, bags: Bags, label_sets: Sequence[Iterable[Any]] | np.ndarray) -> np.ndarray:
+        """(B,) ``log p(Y_b | X_b)``: the log probability of each bag's label set under the model.
+
+        The label set is the union of the instances' labels, and its probability
+        the exact DP's; for a posterior, the log of its mean over the draws (the
+        posterior predictive). It needs bag labels only, so it is the held-out
+        proper score for data labelled by bag: ``ORLRCV`` chooses by its mean.
+        ``label_sets`` as in ``predict_proba``; a bag its model cannot explain
+        (fewer instances than labels, without a leak) is a ValueError naming it.
+        """
+        if not self._calibrated:
+            raise ValueError(
+                f"{type(self).__name__}'s scores are margins, not probabilities: it has no likelihood"
+            )
+        feats = self._check_bags(bags)
+        per_draw = np.stack(list(self._draw_log_likelihoods(feats, self._check_sets(feats, label_sets))))
+        return logsumexp(per_draw.astype(np.float64), axis=0) - np.log(len(per_draw))
+
     def bag_scores(self, bags: Bags, rule: str = "max") -> np.ndarray:
         """(B, C) per-class bag scores for ranking the classes of each bag.
 
@@ -388,7 +415,7 @@ class _BagClassifier(BaseEstimator):
     def load(cls, path: str | Path) -> Self:
         """Restore a model written by ``save``; predictions are identical.
 
-        ``_BagClassifier.load`` returns whichever estimator the folder holds;
+        ``BagClassifier.load`` returns whichever estimator the folder holds;
         ``ORLR.load`` (etc.) insists on its own class. A damaged or edited
         file raises a ValueError naming it: a missing or mistyped entry of
         ``metadata.json``, an unknown parameter, an unreadable ``params.npz``,
@@ -460,7 +487,7 @@ class _BagClassifier(BaseEstimator):
                 )
 
 
-def _saved_class(cls: type[_BagClassifier], name: str, meta_file: Path) -> type[_BagClassifier]:
+def _saved_class(cls: type[BagClassifier], name: str, meta_file: Path) -> type[BagClassifier]:
     """The class to rebuild: the registered ``name``, which must be ``cls`` or a subclass of it."""
     target = _REGISTRY.get(name)
     if target is None or not issubclass(target, cls):  # ORLR.load reads an ORLRCV (a kind of ORLR) too

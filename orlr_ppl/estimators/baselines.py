@@ -1,7 +1,7 @@
 """Reference baselines trained on instance labels: ``SoftmaxRegression`` (upper bound), ``MajorityClass``.
 
 Both fit on what a MIML learner never sees (the instance labels), to bracket
-ORLR's accuracy; they predict through the shared ``_BagClassifier`` interface,
+ORLR's accuracy; they predict through the shared ``BagClassifier`` interface,
 so transductive prediction uses the same exact DP as ORLR.
 """
 
@@ -17,17 +17,17 @@ from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..dp.validation import DEFAULT_MAX_LABELS
-from ..features import median_gamma
-from ..features.maps import to_feature_units
+from ..features import make_feature_map, median_gamma
+from ..features.maps import kernel_step, to_feature_units
 from ..inference.diagnostics import ConvergenceWarning
 from . import model_selection  # its grids read at fit time, so one assignment changes both estimators'
-from .base import Bags, _BagClassifier
-from .kernel_features import _KernelFeatures
+from .base import BagClassifier, Bags
+from .kernel_features import KernelFeatures
 from .model_selection import select_by_cv
 from .softmax_solver import SoftmaxFit, fit_softmax
 
 
-class SoftmaxRegression(_KernelFeatures, _BagClassifier):
+class SoftmaxRegression(KernelFeatures, BagClassifier):
     """Softmax regression trained on instance labels: the upper-bound baseline (SLR, and K-SLR).
 
     l2-regularised multinomial logistic regression, fitted by L-BFGS
@@ -188,7 +188,8 @@ class _InstanceCV:
         if not self._cached or self._cached[0] != key:
             x_tr, x_te = self.x[tr], self.x[te]
             if gamma is not None:  # the kernel step alone, fitted on the training fold's instances
-                kernel = self.model._kernel_spec().set_params(gamma=float(gamma))
+                kernel = kernel_step(make_feature_map(self.model.features, self.model.random_state))
+                kernel.set_params(gamma=float(gamma))
                 x_tr = kernel.fit_transform(x_tr)
                 x_te = kernel.transform(x_te)
             self._cached = (key, x_tr, self.y[tr], x_te, self.y[te])
@@ -204,7 +205,7 @@ class _InstanceCV:
         return float(np.mean(log_softmax(x_te @ coef + icpt, axis=1)[np.arange(len(y_te)), y_te]))
 
 
-class MajorityClass(_BagClassifier):
+class MajorityClass(BagClassifier):
     """Predicts the most frequent training instance label for every instance.
 
     ``predict_proba`` returns the training class frequencies (so ranking

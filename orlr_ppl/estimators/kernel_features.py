@@ -20,7 +20,7 @@ from ..features.maps import KernelStep, join, kernel_step
 from ..seeding import seed_of
 
 
-class _KernelFeatures:
+class KernelFeatures:
     """Mixin: ``coef_`` has one row ("R") per feature the linear model sees: an input feature, a
     dictionary element (``RBFDictionary``), a Nystroem direction, or a column of another map."""
 

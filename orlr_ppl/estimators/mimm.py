@@ -1,7 +1,7 @@
 """The multi-instance mixture model (MIMM) estimator: a generative instance annotator from bag label sets.
 
 Fitting is ``inference.mimm_em`` (EM with an exact subset-DP E-step and a
-closed-form MAP M-step); predictions go through the shared ``_BagClassifier``
+closed-form MAP M-step); predictions go through the shared ``BagClassifier``
 interface, whose transductive posteriors run the same DP on the mixture's
 logits.
 """
@@ -21,11 +21,12 @@ from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..dp.validation import DEFAULT_MAX_LABELS
+from ..inference.em_driver import relative_change
 from ..inference.mimm_em import fit_mimm
 from ..inference.mimm_steps import COVARIANCES, make_prior
 from ..model.model_data import make_model_data
 from ..seeding import seed_of
-from .base import Bags, _BagClassifier
+from .base import BagClassifier, Bags
 from .persistence import FIX
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a report is asked for
@@ -53,7 +54,7 @@ def mixture_logits(x: np.ndarray, weights: np.ndarray, means: np.ndarray, covs: 
     return out + np.log(np.maximum(weights, np.finfo(np.float64).tiny))
 
 
-class MIMM(_BagClassifier):
+class MIMM(BagClassifier):
     """Multi-instance mixture model: one Gaussian per class, fitted by EM from bag label sets.
 
     Each instance has a hidden class ``y ~ Categorical(pi)`` and features
@@ -200,7 +201,7 @@ class MIMM(_BagClassifier):
         check_is_fitted(self, "n_classes_")
         history, change = getattr(self, "history_", None), None
         if history is not None and len(history) > 1:
-            change = float(abs(history[-1] - history[-2]) / max(abs(history[-2]), 1.0))
+            change = float(relative_change(history[-2], history[-1]))
         n_iter, max_iter = self.n_iter_, int(self.max_iter)
         from ..inference.diagnostics import optimizer_diagnostics
 
@@ -222,7 +223,7 @@ class MIMM(_BagClassifier):
         scale = s**2 if self.covariances_.ndim == 2 else np.outer(s, s)
         return self.means_ * s + m, self.covariances_ * scale
 
-    # -- prediction hooks (see _BagClassifier) -----------------------------------
+    # -- prediction hooks (see BagClassifier) -----------------------------------
 
     def _logits(self, feats: list[np.ndarray]) -> list[np.ndarray]:
         """``log p(x, y = c)``: softmax gives ``p(y = c | x)``; the DP input of transductive posteriors."""

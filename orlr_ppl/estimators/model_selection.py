@@ -1,4 +1,4 @@
-"""Choosing ORLR's hyperparameters inside ``fit`` by bag-level cross-validation, from bag labels only.
+"""Choosing ORLR's hyperparameters by bag-level cross-validation, from bag labels only.
 
 No instance label is used (the paper's protocol, and the situation of every
 user): each candidate is fitted on the training folds' bags and scored on the
@@ -24,10 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from sklearn.base import clone
 
-from ..dp.ragged import bag_log_likelihood
 from ..evaluation.metrics import average_precision, ranking_loss
+from ..inference.diagnostics import ConvergenceWarning
 
 PRIOR_SCALES = (0.1, 0.3, 1.0, 3.0, 10.0)
 """The candidate prior scales of ``ORLRCV`` and ``SoftmaxRegression(prior_scale="auto")``, strongest first."""
@@ -71,20 +70,18 @@ def check_cv_scoring(name: str) -> None:
         raise ValueError(f"scoring={name!r}: choose one of {tuple(CV_SCORINGS)}")
 
 
-def held_out_scores(model: Any, feats: list[np.ndarray], sets: list[Any], n_classes: int) -> dict[str, float]:
-    """A fitted ORLR's scores on held-out bags (features already standardised).
+def held_out_scores(model: Any, bags: Sequence[np.ndarray], label_sets: Sequence[Any]) -> dict[str, float]:
+    """A fitted estimator's scores on held-out raw bags, from its public methods.
 
-    Returns ``mean_log_likelihood`` (mean over bags of ``log p(Y_b | X_b)``),
-    and ``ranking_loss`` and ``average_precision`` of the (B, n_classes) bag
-    scores of ``bag_scores(rule="max")``, the paper's ranking rule.
+    Returns ``mean_log_likelihood`` (the mean over bags of ``model.bag_log_likelihood``,
+    ``log p(Y_b | X_b)``), and ``ranking_loss`` and ``average_precision`` of the
+    (B, C) bag scores of ``model.bag_scores(rule="max")``, the paper's ranking rule.
     """
-    mapped = model._map_features(feats)
-    logits = model._logits(mapped)
-    scores = np.stack([s.max(axis=0)[:n_classes] for s in model._ranking_scores(mapped)])
+    scores = model.bag_scores(bags)
     return {
-        "mean_log_likelihood": float(np.mean(bag_log_likelihood(logits, sets, model.max_labels))),
-        "ranking_loss": ranking_loss(sets, scores),
-        "average_precision": average_precision(sets, scores),
+        "mean_log_likelihood": float(np.mean(model.bag_log_likelihood(bags, label_sets))),
+        "ranking_loss": ranking_loss(label_sets, scores),
+        "average_precision": average_precision(label_sets, scores),
     }
 
 
@@ -96,39 +93,31 @@ def best_index(table: Sequence[Mapping[str, Any]], scoring: str) -> int:
 
 
 def select_by_bag_cv(
-    estimator: Any,
-    feats: Sequence[np.ndarray],
+    make: Callable[[dict[str, Any]], Any],
+    bags: Sequence[np.ndarray],
     label_sets: Sequence[Any],
-    n_classes: int,
     grid: Sequence[dict[str, Any]],
     n_folds: int,
     seed: int = 0,
     scoring: str = "log_likelihood",
     progress_bar: bool = False,
 ) -> Selection:
-    """The grid's best ``prior_scale`` (and kernel ``gamma``) for ``estimator`` by bag-level CV.
+    """The grid's best candidate by bag-level cross-validation, through the estimators' public methods.
+
+    Each candidate ``make(params)`` is an unfitted estimator; its ``fit`` on the training
+    folds' raw bags fits its feature map on those bags alone, so no held-out bag shapes
+    the scaling it is scored under. It is scored by ``held_out_scores`` on the other
+    bags. A candidate's convergence warnings are silenced: its budget is the outer fit's.
 
     Args:
-        estimator: an unfitted ORLR whose other parameters every candidate
-            keeps; each is fitted as a point estimate (its EM or MAP, or MAP
-            for a posterior method), on the standardised ``feats`` as they are.
-        feats: B standardised (n_b, d) bags. label_sets: B class-index lists.
+        make: the candidate of one grid point, e.g. ``ORLRCV``'s point fit at a prior
+            scale (and kernel width).
+        bags: B raw (n_b, d) bags. label_sets: B class-index lists.
         grid: candidates, each ``{"prior_scale": ...}`` and, for a kernel, ``"gamma"``.
         scoring: the deciding held-out score, a key of ``CV_SCORINGS``.
         progress_bar: a bar over the ``n_folds * len(grid)`` fits.
     """
-    from ..inference.methods import EM, MAP
-
     check_cv_scoring(scoring)
-    method = estimator._method()
-    fixed = {
-        "inference": method if isinstance(method, EM | MAP) else MAP(),
-        "features": None,  # the features are the outer fit's, mapped once (all but a kernel step)
-        "n_classes": n_classes,
-    }
-    if estimator.prior == "group_horseshoe":  # no MAP: candidates are scored under the Normal of the slab
-        fixed["prior"] = "normal"
-
     bar = None
     if progress_bar:  # a grid of fits on every fold: often minutes (kernel widths)
         from tqdm.auto import tqdm
@@ -137,18 +126,17 @@ def select_by_bag_cv(
         bar = tqdm(total=n_folds * len(grid), desc=f"choosing {', '.join(varied)} by {n_folds}-fold CV")
 
     def score(params: dict[str, Any], train: np.ndarray, test: np.ndarray) -> dict[str, float]:
-        model = clone(estimator).set_params(**fixed, prior_scale=params["prior_scale"])
-        if "gamma" in params:  # the kernel step alone, at this width, fitted on each fold's bags
-            model.set_params(features=estimator._kernel_spec().set_params(gamma=params["gamma"]))
-        model._force_canonical = True  # the folds' fits share compiled programs
-        model._fit_silently([feats[i] for i in train], [label_sets[i] for i in train])
-        scores = held_out_scores(model, [feats[i] for i in test], [label_sets[i] for i in test], n_classes)
+        model = make(params)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit([bags[i] for i in train], [label_sets[i] for i in train])
+        scores = held_out_scores(model, [bags[i] for i in test], [label_sets[i] for i in test])
         if bar is not None:
             bar.update()
         return scores
 
     try:
-        return select_by_cv(score, len(feats), grid, n_folds, seed, scoring)
+        return select_by_cv(score, len(bags), grid, n_folds, seed, scoring)
     finally:
         if bar is not None:
             bar.close()

@@ -8,7 +8,7 @@ prior's scale (and a kernel's width) by bag-level cross-validation, as
 scikit-learn's ``LogisticRegressionCV`` does.
 
 Fitting runs the inference layer's MAP, EM, Laplace, NUTS or SVI; predictions come from
-the shared ``_BagClassifier`` interface, refined here to average over the
+the shared ``BagClassifier`` interface, refined here to average over the
 posterior draws when the fit has them (a point estimate is one draw).
 """
 
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import fields as dataclass_fields
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -33,26 +32,27 @@ from sklearn.utils.validation import check_is_fitted
 from ..data.collinearity import CollinearityWarning, describe_dependencies, linear_dependencies
 from ..data.container import MIMLData
 from ..dp.packing import Layout, PackedBags, canonical_size, dp_work
-from ..dp.ragged import draw_posteriors_on_host, instance_posteriors, pack_canonical
-from ..dp.validation import DEFAULT_MAX_LABELS, check_known_labels
+from ..dp.ragged import bag_log_likelihood, draw_posteriors_on_host, instance_posteriors, pack_canonical
+from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_known_labels
 from ..evaluation.metrics import CREDIBLE_MASS, check_credible_mass, equal_tailed_interval
-from ..features import RBFDictionary, make_feature_map, median_gamma
-from ..features.maps import HEAVY_TAIL_Z, extreme_z, is_quantile_map, to_feature_units
+from ..features import RBFDictionary, fit_bags, make_feature_map, median_gamma, split_kernel
+from ..features.maps import HEAVY_TAIL_Z, extreme_z, is_quantile_map, kernel_step, to_feature_units
 from ..inference import methods
+from ..inference.em_driver import relative_change
 from ..inference.methods import EM, MAP, NUTS, SVI, Inference, Laplace
 from ..model.numpyro_model import ModelData, make_model_data
-from ..model.priors import WEIGHT_PRIORS, group_laplace_log_normalizer
+from ..model.priors import WEIGHT_PRIORS, row_log_prior_at_zero
 from ..seeding import seed_of
 from . import (  # its grids read at fit time, so one assignment changes both estimators'
     model_selection,
     persistence,
 )
 from .annotation import Strategy, check_query, entropy, query_table, with_known_labels
-from .base import Bags, _BagClassifier
-from .inputs import split_by_bag
-from .kernel_features import _KernelFeatures
+from .base import BagClassifier, Bags
+from .inputs import fit_inputs, fit_label_sets, infer_n_classes, split_by_bag
+from .kernel_features import KernelFeatures
 from .model_selection import select_by_bag_cv
-from .relaxed import NOVEL_CLASS_NAME, check_leak, relaxed_draw_posteriors
+from .relaxed import NOVEL_CLASS_NAME, check_leak, relaxed_draw_log_likelihoods, relaxed_draw_posteriors
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
     from ..inference.arviz_compat import Posterior
@@ -65,47 +65,8 @@ INCLUSION_EFFECT = 0.5
 """A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
 moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, odds x 1.65)."""
 
-RENAMED = {
-    "method": "inference='em' | 'map' | 'nuts' | 'svi', or inference=EM(...), MAP(...), NUTS(...), SVI(...)",
-    "max_iter": "inference=EM(max_iter=...) or MAP(max_iter=...)",
-    "tol": "inference=EM(tol=...) or MAP(tol=...)",
-    "m_steps": "inference=EM(m_steps=...)",
-    "bag_fraction": "inference=EM(bag_fraction=...)",
-    "num_warmup": "inference=NUTS(num_warmup=...)",
-    "num_samples": "inference=NUTS(num_samples=...) (SVI: SVI(num_draws=...))",
-    "num_chains": "inference=NUTS(num_chains=...)",
-    "max_num_samples": "inference=NUTS(max_num_samples=...)",
-    "dense_mass": "inference=NUTS(dense_mass=...)",
-    "whiten": "inference=NUTS(whiten=...)",
-    "target_accept": "inference=NUTS(target_accept=...)",
-    "init": "inference=NUTS(init=...)",
-    "guide": "inference=SVI(guide=...)",
-    "svi_steps": "inference=SVI(num_steps=...)",
-    "learning_rate": "inference=SVI(learning_rate=...)",
-    "subsample_size": "inference=SVI(subsample_size=...)",
-    "progress_bar": "inference=NUTS(progress_bar=...) or SVI(progress_bar=...); ORLRCV(progress_bar=...)",
-    "standardize": "features='standard' | 'quantile-normal' | None",
-    "kernel": "features='rbf', or a scikit-learn pipeline ending in RBFDictionary(...) or Nystroem(...)",
-    "gamma": "features=make_pipeline(StandardScaler(), RBFDictionary(gamma=...)); ORLRCV(gammas=...) "
-    "chooses it by cross-validation",
-    "dictionary_size": "RBFDictionary(n_components=...) in features",
-    "nystroem": "scikit-learn's Nystroem(...) in features",
-    "cv_folds": "ORLRCV(cv=...)",
-    "cv_scoring": "ORLRCV(scoring=...)",
-    "canonical_shapes": "nothing: it is internal (cross_validate shares one packing layout across its folds)",
-}
-"""Constructor arguments of orlr-ppl 0.1's ``ORLR``, and their spelling now."""
 
-
-def check_renamed(removed: Mapping[str, Any], owner: str = "ORLR") -> None:
-    """A TypeError naming each old argument's new spelling (``RENAMED``); any other unknown name too."""
-    if not removed:
-        return
-    lines = [f"{k}= is now {RENAMED[k]}" if k in RENAMED else f"{k}= is no argument" for k in removed]
-    raise TypeError(f"{owner}() got argument(s) it no longer takes: {'; '.join(lines)}")
-
-
-class ORLR(_KernelFeatures, _BagClassifier):
+class ORLR(KernelFeatures, BagClassifier):
     """The ORed-logistic instance annotator, fitted from bag label sets.
 
     Each instance ``x`` (d,) of a bag has a hidden class
@@ -190,11 +151,8 @@ class ORLR(_KernelFeatures, _BagClassifier):
     ``diagnostics()`` returns the whole report.
     """
 
-    _shared_layout: Layout | None = None
-    """A packing layout given by ``cross_validate`` (every training fold fits it), so that all folds
-    share one compiled program; a fit then packs on canonical shapes into it."""
-    _force_canonical: bool = False
-    """Canonical shapes for any method (``ORLRCV``'s candidates: many short fits of one shape family)."""
+    _layout: Layout | None = None
+    """The packing layout the last ``fit`` was given (its ``layout``), which predictions pack into too."""
 
     def __init__(
         self,
@@ -213,7 +171,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         random_state: int | None = None,
         **removed: Any,
     ) -> None:
-        check_renamed(removed, type(self).__name__)
+        persistence.check_renamed(removed, type(self).__name__)
         self.inference = inference
         self.prior = prior
         self.prior_scale = prior_scale
@@ -235,6 +193,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         bags: Bags,
         label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None,
         instance_labels: Sequence[Iterable[int]] | None = None,
+        layout: Layout | None = None,
     ) -> ORLR:
         """Fit from bags (list of (n_b, d) arrays) and their label sets, or from a ``MIMLData``.
 
@@ -245,6 +204,11 @@ class ORLR(_KernelFeatures, _BagClassifier):
         ``instance_labels``: per bag, (n_b,) known instance labels as class
         indices, -1 where unknown (a semi-supervised fit); a known label must
         lie in its bag's label set, or be the novel class C.
+        ``layout``: a packing layout that several fits share, for
+        cross-validation: ``evaluation.cross_validation.fold_layout`` of the
+        training folds (``cross_validate`` passes it). Every fold then packs its
+        bags into the same buckets, so a sampler compiles its program once
+        rather than once a fold; results are those of a fit without it.
         """
         check_leak(self.leak)
         method = self._method()
@@ -262,8 +226,8 @@ class ORLR(_KernelFeatures, _BagClassifier):
         # Canonical shapes let fits of one shape family share compiled programs: EM, MAP and
         # Laplace are mostly compiling; NUTS and SVI evaluate the gradient thousands of times, and
         # padding cost them 11-46 % more DP cells, so they pack tight unless a cross-validation asks.
-        layout = self._shared_layout
-        canonical = not sampled or layout is not None or self._force_canonical
+        self._layout = layout
+        canonical = not sampled or layout is not None
         feats, padded = self._pad_rows(feats, canonical and not posterior)
         # The optimisers run in float64: float32's round-off in the log posterior stops their
         # line searches short of an optimum (the guide's "Optima that are optima").
@@ -452,7 +416,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         method = self._method()
         history, change = getattr(self, "history_", None), None
         if history is not None and len(history) > 1:
-            change = float(abs(history[-1] - history[-2]) / max(abs(history[-2]), 1.0))
+            change = float(relative_change(history[-2], history[-1]))
         return optimizer_diagnostics(
             method.name,
             self.converged_,
@@ -553,24 +517,10 @@ class ORLR(_KernelFeatures, _BagClassifier):
             return
         self.coef_ = np.asarray(self.coef_)[:-pad]
         k = np.shape(self.coef_)[1] - 1  # raw weights per row (sum-to-zero basis)
-        scale = self.prior_scale_
-        if scale is None:
-            per_row = 0.0  # a flat prior adds nothing
-        elif self.prior == "l21":
-            per_row = -float(group_laplace_log_normalizer(k, scale))
-        else:
-            per_row = -0.5 * k * float(np.log(2 * np.pi * scale**2))
+        per_row = row_log_prior_at_zero(self.prior, k, self.prior_scale_)
         self.log_posterior_ = float(self.log_posterior_) - pad * per_row
         if hasattr(self, "history_"):
             self.history_ = np.asarray(self.history_) - pad * per_row
-
-    def _fit_silently(self, feats: list[np.ndarray], label_sets: list[Any]) -> ORLR:
-        """``fit`` without its convergence warning (a CV candidate's budget is the outer fit's)."""
-        from ..inference.diagnostics import ConvergenceWarning
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            return self.fit(feats, label_sets)
 
     def _drop_zero_rows(self) -> None:
         """After an l2,1 point fit of kernel ORLR: dictionary elements whose rows are exactly zero go."""
@@ -660,41 +610,62 @@ class ORLR(_KernelFeatures, _BagClassifier):
         return [p.mean(axis=0) for p in self._draw_proba(feats)]
 
     def _transductive_proba(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> list[np.ndarray]:
-        """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over draws (posteriors)."""
-        if not hasattr(self, "coef_draws_") and not self._relaxed():
-            return super()._transductive_proba(feats, sets)
+        """``E_theta p(y = c | Y_b, X_b, theta)``: the DP posterior averaged over the draws (the point
+        estimate's for EM/MAP)."""
         total = np.asarray(sum(self._draw_posteriors(feats, sets)))
         return split_by_bag(total / len(self._draws()[0]), feats)
+
+    def _draw_log_likelihoods(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[np.ndarray]:
+        """Per draw (or the point estimate), (B,) ``log p(Y_b | X_b, theta_s)``, from the logits (the
+        relaxed union's E-step with a novel class or a leak)."""
+        w, b = self._draws()
+        if self._relaxed():
+            leak = self._leak_draws(len(w))
+            args = (self.n_classes_, self.novel_class, self.max_labels)
+            yield from relaxed_draw_log_likelihoods(feats, sets, w, b, leak, *args)
+            return
+        for ws, bs in zip(w, b):
+            yield bag_log_likelihood([x @ ws + bs for x in feats], sets, self.max_labels)
 
     def _relaxed(self) -> bool:
         """A novel class or a leak: transductive posteriors need the model's E-step (``relaxed``)."""
         return bool(self.novel_class) or self.leak is not None
 
-    def _draw_posteriors(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[jax.Array]:
+    def _draw_posteriors(
+        self, feats: list[np.ndarray], sets: list[np.ndarray], known: list[np.ndarray] | None = None
+    ) -> Iterator[np.ndarray]:
         """Per draw (or the point estimate), the (n, C) DP posteriors ``p(y | Y_b, X_b, theta_s)``.
 
-        All bags' instances concatenated in order; zero outside each bag's set.
+        The one home of ORLR's instance posteriors. All bags' instances concatenated in order;
+        zero outside each bag's set. ``known``: B arrays (n_b,) of known instance labels (-1
+        unknown), which condition their bag-mates: ``p(y | Y_b, y_known, X_b, theta_s)``, a
+        known label being a point mass in its instance's logits (``annotation.with_known_labels``),
+        every draw of every bag in one DP call. With a novel class or a leak, the model's E-step
+        (``relaxed_draw_posteriors``), which conditions on known labels as a fit with them does.
         """
-        if self._relaxed():
-            w, b = self._draws()
-            yield from relaxed_draw_posteriors(
-                feats,
-                sets,
-                w,
-                b,
-                self._leak_draws(len(w)),
-                self.n_classes_,
-                self.novel_class,
-                self.max_labels,
-            )
-            return
-        flat, packed = pack_draw_inputs(feats, sets, self._shared_layout)
-        rows = sum(len(x) for x in feats)
         w, b = self._draws()
+        if self._relaxed():
+            args = (self._leak_draws(len(w)), self.n_classes_, self.novel_class, self.max_labels)
+            yield from relaxed_draw_posteriors(feats, sets, w, b, *args, instance_labels=known)
+            return
+        if known is not None:
+            logits = [
+                with_known_labels(np.einsum("nd,sdc->snc", x, w) + b[:, None, :], k)
+                for x, k in zip(feats, known)
+            ]
+            flat = [
+                bag[s] for s in range(len(w)) for bag in logits
+            ]  # draw-major: every bag of a draw in turn
+            posteriors = instance_posteriors(flat, list(sets) * len(w), self.max_labels)
+            for s in range(len(w)):
+                yield np.concatenate(posteriors[s * len(feats) : (s + 1) * len(feats)])
+            return
+        flat, packed = pack_draw_inputs(feats, sets, self._layout)
+        rows = sum(len(x) for x in feats)
         weights = [jnp.asarray(x, flat.dtype) for x in w]
         intercepts = [jnp.asarray(x, flat.dtype) for x in b]
         for post in draw_posteriors_on_host(flat, weights, intercepts, packed):
-            yield post[:rows]
+            yield np.asarray(post[:rows])
 
     def predict_interval(
         self,
@@ -808,41 +779,13 @@ class ORLR(_KernelFeatures, _BagClassifier):
         known: list[np.ndarray],
         per_draw: list[np.ndarray],
     ) -> list[np.ndarray]:
-        """``per_draw`` with each bag that has known labels redone as ``p(y | Y_b, y_known, X_b, theta_s)``.
-
-        A known label is a point mass in its instance's logits (``annotation.with_known_labels``),
-        which the exact DP then conditions every bag-mate on. All draws of all such bags go
-        through one call of the DP. With a novel class or a leak, the model's E-step conditions
-        on them as a fit with instance labels does (``relaxed_draw_posteriors``).
-        """
-        w, b = self._draws()
+        """``per_draw`` with each bag that has known labels redone, ``p(y | Y_b, y_known, X_b, theta_s)``."""
         redo = [k for k, labels in enumerate(known) if (labels >= 0).any()]
+        some = [feats[k] for k in redo]
+        draws = self._draw_posteriors(some, [sets[k] for k in redo], [known[k] for k in redo])
         out = list(per_draw)
-        if self._relaxed():
-            some = [feats[k] for k in redo]
-            draws = relaxed_draw_posteriors(
-                some,
-                [sets[k] for k in redo],
-                w,
-                b,
-                self._leak_draws(len(w)),
-                self.n_classes_,
-                self.novel_class,
-                self.max_labels,
-                instance_labels=[known[k] for k in redo],
-            )
-            for k, post in zip(redo, split_by_bag(np.stack(list(draws)), some, axis=1)):
-                out[k] = post
-            return out
-        logits = [
-            with_known_labels(np.einsum("nd,sdc->snc", feats[k], w) + b[:, None, :], known[k]) for k in redo
-        ]
-        flat = [draw for bag in logits for draw in bag]  # bag-major: S draws of each bag in turn
-        posteriors = instance_posteriors(
-            flat, [sets[k] for k in redo for _ in range(len(w))], self.max_labels
-        )
-        for j, k in enumerate(redo):
-            out[k] = np.stack(posteriors[j * len(w) : (j + 1) * len(w)])
+        for k, post in zip(redo, split_by_bag(np.stack(list(draws)), some, axis=1)):
+            out[k] = post
         return out
 
     def _per_draw(self, bags: Bags, label_sets: Any) -> list[np.ndarray]:
@@ -875,7 +818,7 @@ class ORLR(_KernelFeatures, _BagClassifier):
         params = dict(meta["params"])
         if persistence.check_format(meta, meta_file) == 1:
             fitted = meta.get("fitted") or {}
-            params = params_of_format_1(persistence.features_of_format_1(params, fitted), fitted)
+            params = persistence.params_of_format_1(persistence.features_of_format_1(params, fitted), fitted)
         params["inference"] = methods.from_json(params.get("inference", "em"), str(meta_file))
         return persistence.saved_params({**meta, "params": params}, cls._get_param_names(), meta_file)
 
@@ -995,7 +938,7 @@ class ORLRCV(ORLR):
         random_state: int | None = None,
         **removed: Any,
     ) -> None:
-        check_renamed(removed, "ORLRCV")
+        persistence.check_renamed(removed, "ORLRCV")
         self.prior_scales = prior_scales
         self.gammas = gammas
         self.cv = cv
@@ -1038,9 +981,50 @@ class ORLRCV(ORLR):
                 if not (np.isscalar(g) and float(g) > 0):
                     raise ValueError(f"gammas holds gamma={g!r}: give positive widths, or None")
 
-    def _hyperparameters(
-        self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int
-    ) -> tuple[float | None, float | None]:
+    _chosen: dict[str, Any] | None = None
+    """The winning grid point of the last ``fit``'s search, which its fit proper takes."""
+
+    def fit(
+        self,
+        bags: Bags,
+        label_sets: Sequence[Iterable[Any]] | np.ndarray | None = None,
+        instance_labels: Sequence[Iterable[int]] | None = None,
+        layout: Layout | None = None,
+    ) -> ORLRCV:
+        """Choose the prior scale (and kernel width) by bag-level cross-validation, then fit with them.
+
+        As ``LogisticRegressionCV.fit``: first the search, each candidate an ``ORLR``
+        point fit on the training folds' bags, its feature map fitted on them alone,
+        scored on the held-out bags (``cv_results_``); then ``ORLR.fit`` on all the bags
+        with the winners (``prior_scale_``, ``kernel_gamma_``). The arguments are
+        ``ORLR.fit``'s; ``instance_labels`` and ``layout`` reach the final fit only.
+        """
+        self._check_model_params(self._method())
+        raw, targets, n_classes = fit_inputs(self, bags, label_sets, "label_sets")
+        sets, n_classes, _ = fit_label_sets(targets, n_classes)
+        raw = check_features(raw)
+        n_classes = infer_n_classes(sets, n_classes)
+        grid = self._grid(raw)
+        table = None
+        if len(grid) == 1:
+            self._chosen = grid[0]
+        else:
+            make = partial(self._candidate, n_classes)
+            args = (self.cv, self._seed(), self.scoring, self.progress_bar)
+            chosen = select_by_bag_cv(make, raw, sets, grid, *args)
+            self._chosen, table = chosen.best, chosen.table
+        super().fit(bags, label_sets, instance_labels, layout)
+        if table is not None:
+            self.cv_results_ = table
+        return self
+
+    def _grid(self, bags: list[np.ndarray]) -> list[dict[str, Any]]:
+        """The candidates: each prior scale, crossed with the kernel widths under a kernel step.
+
+        Without given widths, the median heuristic on ``bags`` mapped by the steps before the
+        kernel (fitted on all the training bags, an unsupervised scale for the grid alone),
+        times ``model_selection.GAMMA_FACTORS``.
+        """
         spec = self._kernel_spec()
         gammas: list[float | None] = [None]
         if spec is not None and self.gammas is not None:
@@ -1048,43 +1032,35 @@ class ORLRCV(ORLR):
         elif spec is not None and spec.gamma is not None:
             gammas = [float(spec.gamma)]
         elif spec is not None:
-            base = median_gamma(np.concatenate(feats), self._seed())
+            before, _ = split_kernel(make_feature_map(self.features, self.random_state))
+            mapped = bags if before is None else fit_bags(before, bags)
+            base = median_gamma(np.concatenate(mapped), self._seed())
             gammas = [base * f for f in model_selection.GAMMA_FACTORS]
         scales = self._prior_scales()
-        if len(gammas) * len(scales) == 1:
-            return gammas[0], scales[0]
-        grid = [{**({} if g is None else {"gamma": g}), "prior_scale": sc} for g in gammas for sc in scales]
-        base = ORLR(**{k: getattr(self, k) for k in ORLR._get_param_names() if k != "prior_scale"})
-        chosen = select_by_bag_cv(
-            base, feats, label_sets, n_classes, grid, self.cv, self._seed(), self.scoring, self.progress_bar
+        return [{**({} if g is None else {"gamma": g}), "prior_scale": sc} for g in gammas for sc in scales]
+
+    def _candidate(self, n_classes: int, params: dict[str, Any]) -> ORLR:
+        """The unfitted ``ORLR`` of one grid point: this model's parameters, fitted as a point
+        estimate (its EM or MAP; MAP for a posterior method) at that scale and width."""
+        method = self._method()
+        features = self.features
+        if "gamma" in params:  # the whole map, its kernel step at this width
+            features = make_feature_map(self.features, self.random_state)
+            kernel_step(features).set_params(gamma=float(params["gamma"]))
+        own = ORLR().get_params()
+        return ORLR(**{k: v for k, v in self.get_params().items() if k in own}).set_params(
+            inference=method if isinstance(method, EM | MAP) else MAP(),
+            n_classes=n_classes,
+            prior_scale=params["prior_scale"],
+            features=features,
         )
-        self.cv_results_ = chosen.table
-        return chosen.best.get("gamma"), chosen.best["prior_scale"]
 
-
-def params_of_format_1(old: dict[str, Any], fitted: Mapping[str, Any]) -> dict[str, Any]:
-    """orlr-ppl 0.1's flat ``ORLR`` arguments (a format-1 ``metadata.json``) as today's.
-
-    The method's settings become its settings object (the feature map's,
-    ``persistence.features_of_format_1``, come first); an ``"auto"`` scale the
-    value the fit chose (``fitted``); layout and CV settings, which shaped the
-    fit but not the model, are dropped, and so is ``tol``, then a tolerance on the
-    log posterior's relative change, now one on its gradient (the default applies).
-    """
-    params = dict(old)
-    method = params.pop("method", "em")
-    taken = {k: params.pop(k) for k in list(params) if k in RENAMED and k != "tol"}
-    params.pop("tol", None)
-    rename = {"svi_steps": "num_steps", "num_samples": "num_draws"} if method == "svi" else {}
-    settings_class = methods.METHODS.get(method)
-    if settings_class is None:
-        raise ValueError(f"method={method!r} in a format-1 model: expected one of {tuple(methods.METHODS)}")
-    names = {f.name for f in dataclass_fields(settings_class)}
-    settings = {rename.get(k, k): v for k, v in taken.items() if rename.get(k, k) in names and v is not None}
-    params["inference"] = settings_class(**settings)
-    if params.get("prior_scale") == "auto":
-        params["prior_scale"] = fitted.get("prior_scale_")
-    return params
+    def _hyperparameters(
+        self, feats: list[np.ndarray], label_sets: list[Any], n_classes: int
+    ) -> tuple[float | None, float | None]:
+        """The search's winners (``fit`` chose them before the fit proper)."""
+        assert self._chosen is not None, "ORLRCV.fit chooses before it fits"
+        return self._chosen.get("gamma"), self._chosen["prior_scale"]
 
 
 def heavy_tailed_features(x: np.ndarray, fmap: Any, names: Sequence[str] | None) -> dict[str, float]:

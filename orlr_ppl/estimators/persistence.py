@@ -17,6 +17,7 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -29,6 +30,7 @@ from sklearn.preprocessing import QuantileTransformer, StandardScaler
 from .._version import __version__
 from ..features import RBFDictionary, make_feature_map
 from ..features.saving import from_saved, to_saved
+from ..inference import methods
 
 MODEL_FILES = ("metadata.json", "params.npz", "posterior.nc")
 """The files ``save`` writes: a folder holding any of them holds a model."""
@@ -220,6 +222,78 @@ def unfitted_description(transformer: Any) -> Any:
     return to_saved(clone(transformer))[0]
 
 
+# -- compatibility with orlr-ppl 0.1, all of it here ---------------------------------------------
+
+COMPAT_REMOVED_IN = (1, 0)
+"""The release that drops what follows: 0.1's constructor arguments (``RENAMED``, whose errors
+name the new spelling) and its format-1 folders. ``tests/estimators/test_estimators.py`` fails
+from that version on until they go."""
+
+RENAMED = {
+    "method": "inference='em' | 'map' | 'nuts' | 'svi', or inference=EM(...), MAP(...), NUTS(...), SVI(...)",
+    "max_iter": "inference=EM(max_iter=...) or MAP(max_iter=...)",
+    "tol": "inference=EM(tol=...) or MAP(tol=...)",
+    "m_steps": "inference=EM(m_steps=...)",
+    "bag_fraction": "inference=EM(bag_fraction=...)",
+    "num_warmup": "inference=NUTS(num_warmup=...)",
+    "num_samples": "inference=NUTS(num_samples=...) (SVI: SVI(num_draws=...))",
+    "num_chains": "inference=NUTS(num_chains=...)",
+    "max_num_samples": "inference=NUTS(max_num_samples=...)",
+    "dense_mass": "inference=NUTS(dense_mass=...)",
+    "whiten": "inference=NUTS(whiten=...)",
+    "target_accept": "inference=NUTS(target_accept=...)",
+    "init": "inference=NUTS(init=...)",
+    "guide": "inference=SVI(guide=...)",
+    "svi_steps": "inference=SVI(num_steps=...)",
+    "learning_rate": "inference=SVI(learning_rate=...)",
+    "subsample_size": "inference=SVI(subsample_size=...)",
+    "progress_bar": "inference=NUTS(progress_bar=...) or SVI(progress_bar=...); ORLRCV(progress_bar=...)",
+    "standardize": "features='standard' | 'quantile-normal' | None",
+    "kernel": "features='rbf', or a scikit-learn pipeline ending in RBFDictionary(...) or Nystroem(...)",
+    "gamma": "features=make_pipeline(StandardScaler(), RBFDictionary(gamma=...)); ORLRCV(gammas=...) "
+    "chooses it by cross-validation",
+    "dictionary_size": "RBFDictionary(n_components=...) in features",
+    "nystroem": "scikit-learn's Nystroem(...) in features",
+    "cv_folds": "ORLRCV(cv=...)",
+    "cv_scoring": "ORLRCV(scoring=...)",
+    "canonical_shapes": "nothing: it is internal (cross_validate shares one packing layout across its folds)",
+}
+"""Constructor arguments of orlr-ppl 0.1's ``ORLR``, and their spelling now."""
+
+
+def check_renamed(removed: Mapping[str, Any], owner: str = "ORLR") -> None:
+    """A TypeError naming each old argument's new spelling (``RENAMED``); any other unknown name too."""
+    if not removed:
+        return
+    lines = [f"{k}= is now {RENAMED[k]}" if k in RENAMED else f"{k}= is no argument" for k in removed]
+    raise TypeError(f"{owner}() got argument(s) it no longer takes: {'; '.join(lines)}")
+
+
+def params_of_format_1(old: dict[str, Any], fitted: Mapping[str, Any]) -> dict[str, Any]:
+    """orlr-ppl 0.1's flat ``ORLR`` arguments (a format-1 ``metadata.json``) as today's.
+
+    The method's settings become its settings object (the feature map's,
+    ``features_of_format_1``, come first); an ``"auto"`` scale the
+    value the fit chose (``fitted``); layout and CV settings, which shaped the
+    fit but not the model, are dropped, and so is ``tol``, then a tolerance on the
+    log posterior's relative change, now one on its gradient (the default applies).
+    """
+    params = dict(old)
+    method = params.pop("method", "em")
+    taken = {k: params.pop(k) for k in list(params) if k in RENAMED and k != "tol"}
+    params.pop("tol", None)
+    rename = {"svi_steps": "num_steps", "num_samples": "num_draws"} if method == "svi" else {}
+    settings_class = methods.METHODS.get(method)
+    if settings_class is None:
+        raise ValueError(f"method={method!r} in a format-1 model: expected one of {tuple(methods.METHODS)}")
+    names = {f.name for f in dataclass_fields(settings_class)}
+    settings = {rename.get(k, k): v for k, v in taken.items() if rename.get(k, k) in names and v is not None}
+    params["inference"] = settings_class(**settings)
+    if params.get("prior_scale") == "auto":
+        params["prior_scale"] = fitted.get("prior_scale_")
+    return params
+
+
 # -- format 1: orlr-ppl 0.1's folders -------------------------------------------------------------
 
 FORMAT_1_MAP_ARRAYS = (
@@ -287,10 +361,11 @@ def feature_map_of_format_1(meta: Mapping[str, Any], values: dict[str, np.ndarra
         dictionary, gamma = np.asarray(values["kernel_dictionary_"]), float(fitted["kernel_gamma_"])
         projection = values.get("kernel_projection_")
         if params.get("nystroem") and projection is not None:
-            kernel = Nystroem(kernel="rbf", gamma=gamma, n_components=len(dictionary))
+            # Fitted on its own dictionary for scikit-learn's fitted state, then given the saved arrays.
+            kernel = Nystroem(kernel="rbf", gamma=gamma, n_components=len(dictionary), random_state=0)
+            kernel.fit(dictionary)
             kernel.components_, kernel.normalization_ = dictionary, np.asarray(projection)
             kernel.component_indices_ = np.arange(len(dictionary))
-            kernel.n_features_in_, kernel._n_features_out = d, int(np.shape(projection)[1])
         else:
             kernel = RBFDictionary(gamma=gamma)
             kernel.dictionary_, kernel.gamma_, kernel.n_features_in_ = dictionary, gamma, d

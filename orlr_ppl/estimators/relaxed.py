@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 import jax
 import numpy as np
 
-from ..model.log_density import e_step, prior_scales
-from ..model.numpyro_model import make_model_data, split_model_data, sum_to_zero_basis
+from ..model.log_density import EStep, e_step, prior_scales
+from ..model.numpyro_model import ModelData, make_model_data, split_model_data, sum_to_zero_basis
 
 NOVEL_CLASS_NAME = "novel"
 """The novel class's name beside the named classes (posterior coordinates, ``predict``'s CSV)."""
@@ -29,6 +29,44 @@ def check_leak(leak: float | str | None) -> None:
         return
     if isinstance(leak, str) or not 0.0 < float(leak) < 1.0:
         raise ValueError(f"leak={leak!r}: give None, 'learn', or a leak probability in (0, 1)")
+
+
+def _relaxed_e_steps(
+    feats: Sequence[np.ndarray],
+    sets: Sequence[np.ndarray],
+    coef_draws: np.ndarray,
+    intercept_draws: np.ndarray,
+    leak_draws: np.ndarray | None,
+    n_classes: int,
+    novel_class: bool,
+    max_labels: int,
+    instance_labels: Sequence[np.ndarray] | None,
+) -> Iterator[tuple[ModelData, EStep]]:
+    """The packed bags and, per draw, the model's E-step at that draw (see ``relaxed_draw_posteriors``)."""
+    leak = None if leak_draws is None else "learn"  # the leak enters as a parameter, drawn or fixed
+    data = make_model_data(
+        feats,
+        sets,
+        n_classes,
+        max_labels,
+        canonical_shapes=True,
+        novel_class=novel_class,
+        leak=leak,
+        instance_labels=instance_labels,
+    )
+    arrays, shape = split_model_data(data)
+    arrays = jax.device_put(arrays)
+    scales = prior_scales(None, None)  # the prior does not enter the E-step's posteriors
+    basis = sum_to_zero_basis(data.n_outputs)
+    for s in range(len(coef_draws)):
+        params = {
+            "W_raw": np.asarray(coef_draws[s] @ basis, np.float32),
+            "beta_raw": np.asarray(intercept_draws[s] @ basis, np.float32),
+        }
+        if leak_draws is not None:
+            eps = float(leak_draws[s])
+            params["leak_logit"] = np.asarray(np.log(eps) - np.log1p(-eps), np.float32)
+        yield data, _e_step(params, arrays, scales, shape, True)
 
 
 def relaxed_draw_posteriors(
@@ -55,35 +93,44 @@ def relaxed_draw_posteriors(
             posteriors are then ``p(y_i = c | Y_b, y_known, X_b, theta_s)``, the model's own
             conditioning (as in a fit with instance labels); a known instance's is its label.
     """
-    leak = None if leak_draws is None else "learn"  # the leak enters as a parameter, drawn or fixed
-    data = make_model_data(
+    starts = np.concatenate([[0], np.cumsum([len(x) for x in feats])])
+    for data, step in _relaxed_e_steps(
         feats,
         sets,
+        coef_draws,
+        intercept_draws,
+        leak_draws,
         n_classes,
+        novel_class,
         max_labels,
-        canonical_shapes=True,
-        novel_class=novel_class,
-        leak=leak,
-        instance_labels=instance_labels,
-    )
-    arrays, shape = split_model_data(data)
-    arrays = jax.device_put(arrays)
-    scales = prior_scales(None, None)  # the prior does not enter the E-step's posteriors
-    basis = sum_to_zero_basis(data.n_outputs)
-    starts = np.concatenate([[0], np.cumsum([len(x) for x in feats])])
-    for s in range(len(coef_draws)):
-        params = {
-            "W_raw": np.asarray(coef_draws[s] @ basis, np.float32),
-            "beta_raw": np.asarray(intercept_draws[s] @ basis, np.float32),
-        }
-        if leak_draws is not None:
-            eps = float(leak_draws[s])
-            params["leak_logit"] = np.asarray(np.log(eps) - np.log1p(-eps), np.float32)
-        posteriors = _e_step(params, arrays, scales, shape, True).posteriors
+        instance_labels,
+    ):
         out = np.zeros((starts[-1], data.n_outputs))
-        for bucket, post in zip(data.buckets, posteriors):
+        for bucket, post in zip(data.buckets, step.posteriors):
             ids = np.asarray(bucket.bag_ids)
             mask = np.asarray(bucket.mask)[: len(ids)]
             rows = starts[ids][:, None] + np.arange(mask.shape[1])[None, :]
             out[rows[mask]] = np.asarray(post)[: len(ids)][mask]
         yield out
+
+
+def relaxed_draw_log_likelihoods(
+    feats: Sequence[np.ndarray],
+    sets: Sequence[np.ndarray],
+    coef_draws: np.ndarray,
+    intercept_draws: np.ndarray,
+    leak_draws: np.ndarray | None,
+    n_classes: int,
+    novel_class: bool,
+    max_labels: int,
+) -> Iterator[np.ndarray]:
+    """Per draw, (B,) ``log p(Y_b | X_b, theta_s)`` under the relaxed union, in bag order.
+
+    The arguments are ``relaxed_draw_posteriors``'s; the likelihoods are the E-step's.
+    """
+    for data, step in _relaxed_e_steps(
+        feats, sets, coef_draws, intercept_draws, leak_draws, n_classes, novel_class, max_labels, None
+    ):
+        yield data.merge_sites(
+            {data.site_name(k): np.asarray(ll)[None] for k, ll in enumerate(step.log_likelihoods)}
+        )[0]

@@ -17,7 +17,7 @@ from sklearn.base import TransformerMixin
 from ..dp.validation import DEFAULT_MAX_LABELS, check_label_sets
 from ..evaluation.metrics import multi_hot, ranking_loss
 from ..seeding import seed_of
-from .base import Bags, _BagClassifier
+from .base import BagClassifier, Bags
 from .sim_objective import make_pairs, pad_bags, run_paths
 
 LAMBDA_GRID: tuple[float, ...] = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
@@ -67,7 +67,7 @@ def _unit(x: np.ndarray, lo: np.ndarray, rng: np.ndarray) -> np.ndarray:
 # -- estimator ---------------------------------------------------------------
 
 
-class SIM(_BagClassifier):
+class SIM(BagClassifier):
     """Rank-loss Support Instance Machine (Briggs et al. 2012), fitted from bag label sets.
 
     Args:
@@ -211,7 +211,7 @@ class SIM(_BagClassifier):
         # argmin takes the first minimum: on a tie, the larger (safer) lam.
         return float(lams[int(np.argmin(cv_scores))]), cv_scores
 
-    # -- prediction hooks (see _BagClassifier) ---------------------------------
+    # -- prediction hooks (see BagClassifier) ---------------------------------
 
     def _scaling(self) -> Scaling:
         return Scaling(self.scale_min_, self.scale_range_, self.center_, float(self.norm_))

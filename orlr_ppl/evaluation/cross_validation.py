@@ -18,6 +18,7 @@ does.
 
 from __future__ import annotations
 
+import inspect
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -121,7 +122,7 @@ def fold_scores(model: Any, train: MIMLData, test: MIMLData) -> dict[str, float]
 def fold_layout(trains: Sequence[MIMLData]) -> Layout:
     """The packing ``Layout`` that every training fold fits (``dp.packing.shared_layout``).
 
-    ``cross_validate`` gives it to every ORLR it fits (``ORLR._shared_layout``):
+    ``cross_validate`` gives it to every model whose ``fit`` takes a ``layout`` (ORLR's):
     folds then differ in no bucket (even a label-set size that one fold lacks
     keeps its bucket, empty), so a sampler compiles its chain program once.
     """
@@ -171,9 +172,9 @@ def cross_validate(
                 # at infinity) rarely meets tol, by design; a warning per fold would only bury the table.
                 warnings.filterwarnings("ignore", message="EM stopped after", category=ConvergenceWarning)
                 model = make()
-                if hasattr(model, "_shared_layout"):  # ORLR: every fold packs into one layout, one program
-                    model._shared_layout = layout
-                model = model.fit(train)
+                # A fit that takes a shared layout (ORLR) packs every fold alike: one compiled program.
+                shared = {"layout": layout} if "layout" in inspect.signature(model.fit).parameters else {}
+                model = model.fit(train, **shared)
             seconds = time.perf_counter() - t0
             fitted.append(model)
             for k, v in {**fold_scores(model, train, test), "fit_seconds": seconds}.items():

@@ -49,6 +49,12 @@ Array = jax.Array
 PyTree = Any
 
 
+def relative_change(old: Array, new: Array) -> Array:
+    """``|new - old| / max(|old|, 1)``: the stopping quantity of an EM without a first-order test
+    (the MIMM's), at most ``tol`` to stop, and the final change a report gives for any EM."""
+    return jnp.abs(new - old) / jnp.maximum(jnp.abs(old), 1.0)
+
+
 class EStepOut(NamedTuple):
     """An E-step's result, as the loop reads it.
 
@@ -212,8 +218,7 @@ def run(spec: EMSpec, start: EMState, data: PyTree, tol: Array, fallback: bool) 
             converged = out.residual <= tol
             stalled = (s.n_iter > 0) & (value == old)
         else:
-            change = jnp.abs(value - old)
-            converged = (s.n_iter > 0) & (change <= tol * jnp.maximum(jnp.abs(old), 1.0))
+            converged = (s.n_iter > 0) & (relative_change(old, value) <= tol)
         kept = out.resolved & jnp.isfinite(value) if spec.m_step_first else out.resolved
         stop = converged | stalled | (s.n_iter >= s.max_iter) | ~kept
         if spec.m_step_first:  # the proposal stands only where its E-step is kept

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+TARGET_ACCEPT = 0.8
+"""NUTS's target acceptance of warmup's step size, unless ``NUTS(target_accept=...)`` is set."""
 HORSESHOE_TARGET_ACCEPT = 0.98
 """NUTS's target acceptance under the group horseshoe prior, unless ``NUTS(target_accept=...)`` is set."""
 
@@ -211,7 +213,7 @@ class NUTS(_Settings):
             return float(self.target_accept)
         # The horseshoe's narrow neck near zero needs smaller steps than NUTS's default 0.8
         # gives (divergences on a 7-row test problem); Piironen & Vehtari sample it at 0.95-0.99.
-        return HORSESHOE_TARGET_ACCEPT if weight_prior == "group_horseshoe" else 0.8
+        return HORSESHOE_TARGET_ACCEPT if weight_prior == "group_horseshoe" else TARGET_ACCEPT
 
 
 @dataclass(frozen=True, repr=False)

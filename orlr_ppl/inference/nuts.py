@@ -71,7 +71,7 @@ from .chain_setup import (
     to_model,
 )
 from .inference_data import inference_data, tree_depth, with_derived, zeros_init
-from .methods import NUTS
+from .methods import NUTS, TARGET_ACCEPT
 
 Array = jax.Array
 
@@ -96,7 +96,7 @@ class NUTSSettings(NamedTuple):
 
     num_warmup: int
     max_tree_depth: int = 10
-    target_accept_prob: float = 0.8
+    target_accept_prob: float = TARGET_ACCEPT
     dense_mass: bool = False
     fit_intercept: bool = True
     block: int = 100
@@ -391,7 +391,7 @@ def fit_nuts(
     init_values: dict[str, jax.Array] | None = None,
     init_jitter: float = 0.1,
     max_tree_depth: int = 10,
-    target_accept_prob: float = 0.8,
+    target_accept_prob: float = TARGET_ACCEPT,
     dense_mass: bool = False,
     chain_method: ChainMethod = "auto",
     max_num_samples: int | None = None,

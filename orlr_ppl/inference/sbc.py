@@ -74,6 +74,7 @@ from ..model.log_density import Scales, prior_scales
 from ..model.numpyro_model import ModelBucket, ModelData, split_model_data, sum_to_zero_basis
 from . import nuts
 from .inference_data import zeros_init
+from .methods import TARGET_ACCEPT
 
 # Re-exported: ``run_sbc``'s result and its figure, next to it (benchmarks/bench_sbc.py imports them here).
 from .sbc_plot import plot_rank_histograms as plot_rank_histograms
@@ -125,7 +126,7 @@ class NUTSSettings(NamedTuple):
     num_warmup: int = 500
     num_samples: int = 500
     num_chains: int = 2
-    target_accept_prob: float = 0.8
+    target_accept_prob: float = TARGET_ACCEPT
 
 
 # -- simulation ----------------------------------------------------------------

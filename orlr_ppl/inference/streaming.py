@@ -196,7 +196,7 @@ def write_packed_stream(
     return write_packed(folder, batches, store.n_batches(batch_bags), about, overwrite)
 
 
-def _potential(
+def minibatch_potential(
     params: Params, arrays: ModelArrays, weight: Array, scales: Scales, shape: ModelShape, fit_intercept: bool
 ) -> Array:
     """``-(log p(theta) + weight * sum_b log p(Y_b | X_b, theta))``, from ``orlr_model``'s trace."""
@@ -209,7 +209,7 @@ def _potential(
     return potential_energy(orlr_model, (join_model_data(arrays, shape),), kwargs, params)
 
 
-def _likelihood_weight(arrays: ModelArrays, n_bags: Array) -> Array:
+def likelihood_weight(arrays: ModelArrays, n_bags: Array) -> Array:
     """``n_bags / B_t``, ``B_t`` the minibatch's real bags (those with an instance), counted on device."""
     real = sum(jnp.sum(jnp.any(m, axis=1)) for _, m, *_ in arrays)
     return n_bags / jnp.maximum(real, 1).astype(n_bags.dtype)
@@ -221,7 +221,9 @@ def _likelihood_and_grad(
 ) -> tuple[Array, Params]:
     """``-sum_b log p(Y_b | X_b, theta)`` over one minibatch, and its gradient (flat prior: no prior term)."""
     one = jnp.ones((), arrays[0][0].dtype)
-    return jax.value_and_grad(_potential)(params, arrays, one, Scales(None, None), shape, fit_intercept)
+    return jax.value_and_grad(minibatch_potential)(
+        params, arrays, one, Scales(None, None), shape, fit_intercept
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("shape", "fit_intercept"))
@@ -230,7 +232,7 @@ def _prior_and_grad(
 ) -> tuple[Array, Params]:
     """``-log p(theta)`` and its gradient: the model with no bags (``shape`` with no buckets)."""
     one = jnp.ones((), jax.tree.leaves(params)[0].dtype)
-    return jax.value_and_grad(_potential)(params, (), one, scales, shape, fit_intercept)
+    return jax.value_and_grad(minibatch_potential)(params, (), one, scales, shape, fit_intercept)
 
 
 class EpochResult(NamedTuple):
@@ -303,8 +305,10 @@ def _map_step(
     fit_intercept: bool,
 ) -> tuple[_AdamState, Array]:
     """One Adam step on the minibatch estimate of ``-log p(theta, Y)``; returns the state and the estimate."""
-    weight = _likelihood_weight(arrays, n_bags)
-    loss, grad = jax.value_and_grad(_potential)(state.params, arrays, weight, scales, shape, fit_intercept)
+    weight = likelihood_weight(arrays, n_bags)
+    loss, grad = jax.value_and_grad(minibatch_potential)(
+        state.params, arrays, weight, scales, shape, fit_intercept
+    )
     updates, opt_state = optax.adam(learning_rate).update(grad, state.opt_state, state.params)
     return _AdamState(optax.apply_updates(state.params, updates), opt_state), loss
 
@@ -326,7 +330,9 @@ class StreamingMAPResult(NamedTuple):
     n_steps: int
 
 
-def _zeros(store: BagStore, fit_intercept: bool, init: Params | None) -> dict[str, np.ndarray]:
+def zero_start(store: BagStore, fit_intercept: bool, init: Params | None) -> dict[str, np.ndarray]:
+    """Raw starting parameters in the store's dtype: zeros (``W_raw`` (d, C-1), ``beta_raw`` (C-1,)),
+    replaced by ``init``'s values where it names them."""
     d, c = store.n_features, store.n_classes
     params = {"W_raw": np.zeros((d, c - 1), store.dtype)}
     if fit_intercept:
@@ -337,7 +343,7 @@ def _zeros(store: BagStore, fit_intercept: bool, init: Params | None) -> dict[st
     return params
 
 
-def _weights(raw: dict[str, np.ndarray], n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+def weights_of(raw: dict[str, np.ndarray], n_classes: int) -> tuple[np.ndarray, np.ndarray]:
     """Raw (d, C-1), (C-1,) -> sum-to-zero ``W`` (d, C), ``beta`` (C,)."""
     basis = sum_to_zero_basis(n_classes)
     beta_raw = raw.get("beta_raw", np.zeros(n_classes - 1))
@@ -369,7 +375,7 @@ class StreamSettings(NamedTuple):
     process_count: int
 
 
-def _stream(
+def minibatch_stream(
     step: Callable[..., tuple[S, Array]],
     state: S,
     store: BagStore | PackedStream,
@@ -433,12 +439,12 @@ def fit_streaming(
             process's place (``jax.process_index()``, ``jax.process_count()``):
             it reads only its own shards.
     """
-    params = _zeros(store, fit_intercept, init)
+    params = zero_start(store, fit_intercept, init)
     scales = prior_scales(prior_scale, intercept_scale, store.dtype)
     state = _AdamState(params, optax.adam(learning_rate).init(params))
     how = StreamSettings(
         learning_rate, fit_intercept, epochs, batch_bags, seed, mesh, process_index, process_count
     )
-    state, losses = _stream(_map_step, state, store, scales, how)
+    state, losses = minibatch_stream(_map_step, state, store, scales, how)
     raw = {k: np.asarray(v) for k, v in state.params.items()}
-    return StreamingMAPResult(*_weights(raw, store.n_classes), raw, losses, len(losses))
+    return StreamingMAPResult(*weights_of(raw, store.n_classes), raw, losses, len(losses))

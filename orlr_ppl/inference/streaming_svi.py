@@ -7,7 +7,7 @@ once and takes an Adam step on the negative ELBO's estimate::
     -(log p(theta) + (n_bags / B_t) sum_{b in batch} log p(Y_b | X_b, theta)) - sum log sigma + const,
 
 the first term ``orlr_model``'s potential with its likelihood scaled
-(``streaming._potential``), so SVI, MAP and the samplers share one model. The
+(``streaming.minibatch_potential``), so SVI, MAP and the samplers share one model. The
 step is a module-level jitted function of (state, minibatch arrays); every
 minibatch packs into one layout, so a fit compiles it once.
 """
@@ -28,11 +28,11 @@ from ..model.numpyro_model import ModelArrays, ModelShape, sum_to_zero_basis
 from .packed_stream import PackedStream
 from .streaming import (
     StreamSettings,
-    _likelihood_weight,
-    _potential,
-    _stream,
-    _weights,
-    _zeros,
+    likelihood_weight,
+    minibatch_potential,
+    minibatch_stream,
+    weights_of,
+    zero_start,
 )
 
 if TYPE_CHECKING:  # the store is the data layer's; this layer takes it as an argument
@@ -60,7 +60,7 @@ def _svi_step(
 ) -> tuple[_SVIState, Array]:
     """One Adam step on a one-draw estimate of the negative ELBO; returns the state and the estimate."""
     key, draw = jax.random.split(state.key)
-    weight = _likelihood_weight(arrays, n_bags)
+    weight = likelihood_weight(arrays, n_bags)
     leaves, tree = jax.tree.flatten(state.loc)
     noise = jax.tree.unflatten(
         tree,
@@ -70,7 +70,7 @@ def _svi_step(
     def neg_elbo(loc: Params, log_scale: Params) -> Array:
         theta = jax.tree.map(lambda m, s, e: m + jnp.exp(s) * e, loc, log_scale, noise)
         entropy = sum(jnp.sum(s) for s in jax.tree.leaves(log_scale))  # of q, up to a constant
-        return _potential(theta, arrays, weight, scales, shape, fit_intercept) - entropy
+        return minibatch_potential(theta, arrays, weight, scales, shape, fit_intercept) - entropy
 
     loss, grads = jax.value_and_grad(neg_elbo, argnums=(0, 1))(state.loc, state.log_scale)
     updates, opt_state = optax.adam(learning_rate).update(
@@ -125,7 +125,7 @@ def fit_streaming_svi(
     """
     if prior_scale is None or intercept_scale is None:
         raise ValueError("fit_streaming_svi needs proper priors: give prior_scale and intercept_scale")
-    loc = _zeros(store, fit_intercept, None)
+    loc = zero_start(store, fit_intercept, None)
     log_scale = {k: np.full_like(v, np.log(init_scale)) for k, v in loc.items()}
     state = _SVIState(
         loc, log_scale, optax.adam(learning_rate).init((loc, log_scale)), jax.random.PRNGKey(seed)
@@ -134,10 +134,10 @@ def fit_streaming_svi(
     how = StreamSettings(
         learning_rate, fit_intercept, epochs, batch_bags, seed, mesh, process_index, process_count
     )
-    state, losses = _stream(_svi_step, state, store, scales, how)
+    state, losses = minibatch_stream(_svi_step, state, store, scales, how)
     mean = {k: np.asarray(v, np.float64) for k, v in state.loc.items()}
     sd = {k: np.exp(np.asarray(v, np.float64)) for k, v in state.log_scale.items()}
-    w, beta = _weights(mean, store.n_classes)
+    w, beta = weights_of(mean, store.n_classes)
     basis_sq = sum_to_zero_basis(store.n_classes) ** 2  # W = W_raw H^T: variances add through H^2
     w_sd = np.sqrt(sd["W_raw"] ** 2 @ basis_sq.T)
     beta_sd = np.sqrt(sd["beta_raw"] ** 2 @ basis_sq.T) if fit_intercept else np.zeros(store.n_classes)

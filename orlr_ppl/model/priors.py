@@ -59,6 +59,23 @@ def group_laplace_log_normalizer(k: int, scale: Array | float) -> Array:
     )
 
 
+def normal_log_normalizer(k: int, scale: Array | float) -> Array:
+    """``log Z(k, scale)``: the log normaliser of ``exp(-||w||^2 / (2 scale^2))`` on R^k,
+    ``(k / 2) log(2 pi scale^2)``."""
+    return 0.5 * k * jnp.log(2.0 * jnp.pi * jnp.asarray(scale) ** 2)
+
+
+def row_log_prior_at_zero(family: str, k: int, scale: float | None) -> float:
+    """The log prior density of one row of ``k`` raw weights at zero, ``-log Z(k, scale)`` of the
+    Normal or the group Laplace (0 under a flat prior, ``scale=None``): what each all-zero padding row
+    adds to a log posterior."""
+    if scale is None:
+        return 0.0
+    normalizer = group_laplace_log_normalizer if family == "l21" else normal_log_normalizer
+    with jax.enable_x64(True):  # a host figure: float64 whatever the fit's dtype
+        return -float(normalizer(k, np.float64(scale)))
+
+
 def row_norms(w: Array) -> Array:
     """(..., d) the l2 norm of each row of ``w`` (..., d, k), with a zero gradient at a zero row.
 

@@ -256,12 +256,12 @@ def test_cross_validation_gives_canonical_models_one_layout(tmp_path):
         )
         assert em._em._cache_size() == 1
         trains = [train for train, _ in data.kfold(4, seed=0)]
-        model = ORLR(inference=EM(max_iter=3))
-        model._shared_layout = fold_layout(trains)
-        model.fit(trains[0])
+        model = ORLR(inference=EM(max_iter=3)).fit(trains[0], layout=fold_layout(trains))
+        alone = ORLR(inference=EM(max_iter=3)).fit(trains[0])
     assert model.canonical_shapes_ is True
+    np.testing.assert_allclose(model.coef_, alone.coef_, rtol=1e-6, atol=1e-8)  # a layout changes no result
     loaded = ORLR.load(model.save(tmp_path / "m"))  # a layout shapes the fit, not the saved model
-    assert loaded._shared_layout is None and "canonical_shapes" not in loaded.get_params()
+    assert "canonical_shapes" not in loaded.get_params() and "layout" not in loaded.get_params()
     for mine, theirs in zip(loaded.predict_proba(data.bags[:3]), model.predict_proba(data.bags[:3])):
         np.testing.assert_allclose(mine, theirs, rtol=1e-6)
 

@@ -16,6 +16,7 @@ from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+import orlr_ppl
 from orlr_ppl import EM, MAP, NUTS, ORLR, ORLRCV, SVI
 from orlr_ppl.features import RBFDictionary, median_gamma
 from orlr_ppl.features.rbf import rbf_kernel
@@ -134,7 +135,7 @@ def test_l21_em_and_map_zero_the_irrelevant_rows_and_agree(l21_fits) -> None:
 
 
 # One program per shape: evaluated eagerly, each of the model's ~200 operations compiles on its own.
-_potential = jax.jit(potential, static_argnums=3)
+minibatch_potential = jax.jit(potential, static_argnums=3)
 
 
 def test_l21_log_posterior_is_the_model_s_under_the_group_laplace_prior(l21_fits) -> None:
@@ -145,12 +146,12 @@ def test_l21_log_posterior_is_the_model_s_under_the_group_laplace_prior(l21_fits
         "beta_raw": jnp.asarray(em.beta @ basis, jnp.float32),
     }
     arrays, shape = split_model_data(data)
-    model_value = -float(_potential(params, arrays, prior_scales(0.05, 10.0), shape))
+    model_value = -float(minibatch_potential(params, arrays, prior_scales(0.05, 10.0), shape))
     assert em.log_posterior == pytest.approx(model_value, abs=1e-3)
     # The group Laplace prior, not the Normal of the same scale: that one gives another value.
     normal_shape = shape._replace(weight_prior="normal")
     assert model_value != pytest.approx(
-        -float(_potential(params, arrays, prior_scales(0.05, 10.0), normal_shape))
+        -float(minibatch_potential(params, arrays, prior_scales(0.05, 10.0), normal_shape))
     )
 
 
@@ -296,14 +297,15 @@ def test_auto_selection_uses_bag_labels_only_and_picks_the_best_candidate(xor) -
 
 def test_auto_selection_by_ranking_loss_scores_held_out_bag_rankings(xor) -> None:
     (tb, ts, _), _ = xor
+    tb, ts = tb[60:120], ts[60:120]  # 60 bags on which the two scores choose differently
     from orlr_ppl.estimators.model_selection import bag_folds
     from orlr_ppl.evaluation.metrics import average_precision, ranking_loss
 
     small = dict(features="rbf", cv=2, inference=EM(max_iter=30), random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        by_rank = ORLRCV(**small, scoring="ranking_loss").fit(tb[:60], ts[:60])
-        by_ll = ORLRCV(**small).fit(tb[:60], ts[:60])
+        by_rank = ORLRCV(**small, scoring="ranking_loss").fit(tb, ts)
+        by_ll = ORLRCV(**small).fit(tb, ts)
     table = by_rank.cv_results_
     # The fits are the same whichever score decides; only the choice differs.
     for col in ("mean_log_likelihood", "ranking_loss", "average_precision"):
@@ -312,28 +314,33 @@ def test_auto_selection_by_ranking_loss_scores_held_out_bag_rankings(xor) -> Non
     assert (by_rank.kernel_gamma_, by_rank.prior_scale_) == (best["gamma"], best["prior_scale"])
     # On these data the two scores disagree, so the choice shows which one decided.
     assert (by_ll.kernel_gamma_, by_ll.prior_scale_) != (by_rank.kernel_gamma_, by_rank.prior_scale_)
-    # One candidate by hand: fit on one fold's bags, rank the other's classes by max_i p(y_i = c).
+    # One candidate by hand: the whole map and the model fitted on one fold's raw bags alone (no
+    # held-out bag in the scaling), the other fold's classes ranked by max_i p(y_i = c).
     cand = table[6]
     folds = bag_folds(60, 2, 0)
-    mean, scale = by_rank.feature_map_.steps[0][1].mean_, by_rank.feature_map_.steps[0][1].scale_
-    losses, precisions = [], []
+    losses, precisions, likelihoods = [], [], []
     for f in range(2):
         tr, te = folds[1 - f], folds[f]
         ref = ORLR(
             inference=EM(max_iter=30),
-            features=RBFDictionary(gamma=cand["gamma"], random_state=0),
+            features=make_pipeline(StandardScaler(), RBFDictionary(gamma=cand["gamma"], random_state=0)),
             prior_scale=cand["prior_scale"],
             random_state=0,
             n_classes=4,
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ref.fit([(tb[i] - mean) / scale for i in tr], [ts[i] for i in tr])
-        scores = ref.bag_scores([(tb[i] - mean) / scale for i in te], rule="max")
+            ref.fit([tb[i] for i in tr], [ts[i] for i in tr])
+        assert not np.allclose(ref.feature_map_.steps[0][1].mean_, by_rank.feature_map_.steps[0][1].mean_)
+        scores = ref.bag_scores([tb[i] for i in te], rule="max")
         losses.append(ranking_loss([ts[i] for i in te], scores))
         precisions.append(average_precision([ts[i] for i in te], scores))
+        # The exact DP on the fold model's instance probabilities (log-softmax logits).
+        logp = [np.log(p) for p in ref.predict_proba([tb[i] for i in te])]
+        likelihoods.append(np.mean(orlr_ppl.bag_log_likelihood(logp, [ts[i] for i in te])))
     assert cand["ranking_loss"] == pytest.approx(np.mean(losses), abs=1e-6)
     assert cand["average_precision"] == pytest.approx(np.mean(precisions), abs=1e-6)
+    assert cand["mean_log_likelihood"] == pytest.approx(np.mean(likelihoods), abs=1e-5)
     assert cand["sd"] == pytest.approx(np.std(losses), abs=1e-6)  # the deciding score's sd
 
 
@@ -523,3 +530,22 @@ def test_kernel_orlr_samples_with_nuts_and_svi_and_round_trips(xor, method, tmp_
     back = ORLR.load(tmp_path / method)
     for a, b in zip(model.predict_proba(vb[:10]), back.predict_proba(vb[:10])):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_format_1_nystroem_map_loads_as_a_fitted_nystroem(tmp_path) -> None:
+    """A format-1 folder kept the Nystroem step as its dictionary and projection: the loaded step
+    maps as those arrays say, and is fitted in scikit-learn's own sense (feature names too)."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from orlr_ppl.estimators.persistence import feature_map_of_format_1
+
+    rng = np.random.default_rng(0)
+    dictionary, projection = rng.normal(size=(6, 3)), rng.normal(size=(6, 6))
+    meta = {"params": {"nystroem": True}, "fitted": {"kernel_gamma_": 0.7}, "n_features": 3}
+    values = {"kernel_dictionary_": dictionary, "kernel_projection_": projection}
+    kernel = feature_map_of_format_1(meta, values, tmp_path / "params.npz")
+    x = rng.normal(size=(4, 3))
+    np.testing.assert_allclose(
+        kernel.transform(x), rbf_kernel(x, dictionary, gamma=0.7) @ projection.T, rtol=1e-12
+    )
+    assert len(kernel.get_feature_names_out()) == 6 and kernel.n_features_in_ == 3

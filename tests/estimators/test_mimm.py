@@ -20,7 +20,7 @@ from scipy.special import logsumexp
 from sklearn.base import clone
 
 from orlr_ppl import MIMM, MIMLData
-from orlr_ppl.estimators.base import _BagClassifier
+from orlr_ppl.estimators.base import BagClassifier
 from orlr_ppl.estimators.mimm import mixture_logits as host_logits
 from orlr_ppl.inference.mimm_em import fit_mimm
 from orlr_ppl.inference.mimm_steps import (
@@ -347,7 +347,7 @@ def test_a_class_no_label_set_names(fitted):
 def test_save_load_round_trip(fitted, tmp_path):
     bags, sets, _ = SYNTHETIC
     folder = fitted.save(tmp_path / "mimm")
-    for back in (MIMM.load(folder), _BagClassifier.load(folder)):
+    for back in (MIMM.load(folder), BagClassifier.load(folder)):
         assert type(back) is MIMM and back.get_params() == fitted.get_params()
         for name in ("weights_", "means_", "covariances_"):
             np.testing.assert_array_equal(getattr(back, name), getattr(fitted, name))

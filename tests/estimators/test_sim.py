@@ -392,7 +392,7 @@ def test_saved_arrays_restore_identical_predictions(fitted, digits, tmp_path):
     folder = fitted.save(tmp_path / "sim")
     meta = json.loads((folder / "metadata.json").read_text())
     assert meta["estimator"] == "SIM" and meta["fitted"]["lam_"] == fitted.lam_
-    # Rebuild the way _BagClassifier.load does, so this checks _saved_arrays is complete.
+    # Rebuild the way BagClassifier.load does, so this checks _saved_arrays is complete.
     restored = SIM(**meta["params"])
     restored.n_classes_, restored.n_features_in_ = meta["n_classes"], meta["n_features"]
     with np.load(folder / "params.npz", allow_pickle=False) as arrays:

@@ -20,7 +20,7 @@ from sklearn.base import clone
 import orlr_ppl
 from orlr_ppl import EM, MAP, NUTS, ORLR, ORLRCV, SIM, SVI, MajorityClass, SoftmaxRegression
 from orlr_ppl.data.datasets import make_miml_digits
-from orlr_ppl.estimators.base import _BagClassifier
+from orlr_ppl.estimators.base import BagClassifier
 from orlr_ppl.inference.diagnostics import ConvergenceWarning
 
 ESTIMATORS = [ORLR, SIM, SoftmaxRegression, MajorityClass]
@@ -152,7 +152,7 @@ def test_saved_scaling_gives_identical_predictions(cls, data, units, tmp_path):
     est = fit_any(small(cls), moved)
     with np.load(est.save(tmp_path / "m") / "params.npz") as arrays:
         assert {"feature_map.mean_", "feature_map.scale_"} <= set(arrays.files)
-    back = _BagClassifier.load(tmp_path / "m")
+    back = BagClassifier.load(tmp_path / "m")
     assert back.get_params() == est.get_params()
     np.testing.assert_array_equal(back.feature_map_.mean_, est.feature_map_.mean_)
     bags = rescale(test.bags, units)
@@ -416,7 +416,7 @@ def saved(em, tmp_path_factory):
     return em.save(tmp_path_factory.mktemp("saved") / "em")
 
 
-@pytest.mark.parametrize("loader", [_BagClassifier.load, ORLR.load], ids=["base", "orlr"])
+@pytest.mark.parametrize("loader", [BagClassifier.load, ORLR.load], ids=["base", "orlr"])
 @pytest.mark.parametrize("case", list(DAMAGE))
 def test_every_damaged_model_file_is_a_value_error_naming_it(case, loader, saved, tmp_path):
     folder = tmp_path / "m"

@@ -21,7 +21,7 @@ from sklearn.preprocessing import QuantileTransformer
 from orlr_ppl import EM, MAP, MIMM, NUTS, ORLR, SIM, MajorityClass, SoftmaxRegression
 from orlr_ppl.cli import main
 from orlr_ppl.data.datasets import make_miml_digits
-from orlr_ppl.estimators.base import _BagClassifier
+from orlr_ppl.estimators.base import BagClassifier
 from orlr_ppl.estimators.orlr import heavy_tail_note, heavy_tailed_features
 from orlr_ppl.features import fit_bags, make_feature_map
 from orlr_ppl.features.maps import HEAVY_TAIL_Z, extreme_z
@@ -91,7 +91,7 @@ def test_the_map_is_saved_and_gives_identical_predictions(cls, digits, tmp_path)
     with np.load(est.save(tmp_path / "m") / "params.npz") as arrays:
         quantiles = est.feature_map_.steps[0][1].quantiles_
         np.testing.assert_array_equal(arrays["feature_map.0.quantiles_"], quantiles)
-    back = _BagClassifier.load(tmp_path / "m")
+    back = BagClassifier.load(tmp_path / "m")
     assert back.get_params() == est.get_params()
     for p, q in zip(est.predict_proba(test.bags), back.predict_proba(test.bags)):
         np.testing.assert_array_equal(p, q)

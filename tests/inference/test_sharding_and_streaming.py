@@ -18,8 +18,8 @@ from orlr_ppl.data.store import BagStore, BagStoreWriter, write_bag_store
 from orlr_ppl.dp.packing import pack_bags, pack_label_matrix, stream_layout
 from orlr_ppl.inference.streaming import (
     PackedStream,
-    _likelihood_weight,
     fit_streaming,
+    likelihood_weight,
     log_likelihood_and_grad_epoch,
     model_minibatches,
     stream_plan,
@@ -272,7 +272,7 @@ def test_minibatch_weight_counts_real_bags_not_padding(store):
     data = make_model_data_flat(batch.features, batch.sizes, batch.labels, 5, canonical_shapes=True)
     arrays, _ = split_model_data(data)
     assert sum(m.shape[0] for _, m, *_ in arrays) > real  # padded to canonical shapes
-    assert float(_likelihood_weight(arrays, np.float32(45))) == pytest.approx(45 / real)
+    assert float(likelihood_weight(arrays, np.float32(45))) == pytest.approx(45 / real)
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,11 @@ def test_guide_draws_carry_the_guides_log_density(kind):
         factor = np.asarray(params["auto_cov_factor"]) * scale[:, None]  # NumPyro's parametrisation
         cov = factor @ factor.T + np.diag(scale**2)
         expected = multivariate_normal(np.asarray(params["auto_loc"]), cov).logpdf(flat)
+        # The seam guide_draws relies on: NumPyro's flat latent is the sites raveled by name.
+        from jax.flatten_util import ravel_pytree
+
+        median = {k: v for k, v in auto.median(params).items() if k in draws}
+        np.testing.assert_allclose(ravel_pytree(median)[0], params["auto_loc"], rtol=1e-6)
     np.testing.assert_allclose(log_q, expected, rtol=1e-4)
 
 

@@ -176,3 +176,17 @@ def test_draw_posteriors_on_host_redo_only_the_draws_near_underflow():
         want = linear_posteriors(flat, w, b, packed)
         assert np.all(np.isfinite(np.asarray(post)))
         np.testing.assert_allclose(post, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["normal", "l21"])
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_a_zero_row_adds_the_priors_own_log_density_at_zero(family, k):
+    """``row_log_prior_at_zero`` (what a padding row adds to a log posterior) is the model's prior
+    distribution of one row evaluated at zero; flat: nothing."""
+    from orlr_ppl.model.priors import row_log_prior_at_zero, weight_prior
+
+    with jax.enable_x64(True):
+        prior = weight_prior(family, (1, k), 0.7)
+        at_zero = float(jnp.sum(prior.log_prob(jnp.zeros((1, k)))))
+    assert row_log_prior_at_zero(family, k, 0.7) == pytest.approx(at_zero, rel=1e-10)
+    assert row_log_prior_at_zero(family, k, None) == 0.0
