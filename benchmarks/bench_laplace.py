@@ -56,8 +56,8 @@ def stages(name: str) -> dict:
     import jax
     from sklearn.preprocessing import StandardScaler
 
-    from orlr_ppl.inference import laplace
-    from orlr_ppl.inference.map import fit_map
+    from orlr_ppl.inference.point.map import fit_map
+    from orlr_ppl.inference.posterior import laplace
     from orlr_ppl.model import log_density as ld
     from orlr_ppl.model.numpyro_model import make_model_data, split_model_data
 

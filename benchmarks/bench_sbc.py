@@ -7,7 +7,7 @@ used the package's 4 chains of 300 + 1,000),
 thins the draws to L and ranks the true value of every scalar among them.
 Uniform ranks are what a correct posterior gives; the chi-square test per
 parameter is Holm-corrected over all parameters and the verdict passes when
-every corrected p-value exceeds alpha (see ``orlr_ppl.inference.sbc``). The sampler
+every corrected p-value exceeds alpha (see ``orlr_ppl.inference.checks.sbc``). The sampler
 is the package's NUTS driver, the program ``fit_nuts`` runs.
 
     python -m benchmarks.bench_sbc --warmup 300 --draws 1000 --chains 4 --out sbc_ranks.png   # the full run
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     host_devices()  # the chains in parallel, before JAX starts
-    from orlr_ppl.inference.sbc import (
+    from orlr_ppl.inference.checks.sbc import (
         BROKEN_LIKELIHOOD_POWER,
         NUTSSettings,
         SBCDesign,

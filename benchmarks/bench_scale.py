@@ -8,9 +8,9 @@ is the union of the instance labels. They are generated in chunks straight
 into a sharded store (``orlr_ppl.data.store``), then timed:
 
   (a) one epoch of the exact log-likelihood + gradient over every bag,
-      (i) streamed from the store (``inference.streaming.log_likelihood_and_grad_epoch``:
+      (i) streamed from the store (``inference.streaming.stochastic_map.log_likelihood_and_grad_epoch``:
       read, pack and evaluate minibatch by minibatch), (i') from a stream packed once and read
-      ahead in a background thread (``inference.packed_stream``; one device), and (ii) with the whole
+      ahead in a background thread (``inference.streaming.packed``; one device), and (ii) with the whole
       dataset resident on device (``model.log_density.potential_and_grad`` on
       all bags in one call), when it fits;
   (b) one streaming stochastic pass (one epoch): minibatch-gradient MAP
@@ -20,7 +20,7 @@ and, as the reference in the same run, a jitted softmax-regression
 log-likelihood + gradient with the instance labels known, on the same
 instances (as ``bench_dp``). First calls (compiling) are reported apart
 from the medians of the repeats; every minibatch of the stream packs into one
-layout (``inference.streaming.stream_plan``), so a streamed pass compiles one
+layout (``inference.streaming.stochastic_map.stream_plan``), so a streamed pass compiles one
 program, in its first call. Peak host memory is ``ru_maxrss``; on a GPU, the
 device's ``peak_bytes_in_use``.
 
@@ -45,17 +45,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
-
-from benchmarks.harness import host_devices, machine
-from benchmarks.harness import repeat as _repeat
-from orlr_ppl.data.store import BagStore, BagStoreWriter
-from orlr_ppl.inference.streaming import (
+from orlr_ppl.inference.streaming.stochastic_map.stochastic_map import (
     fit_streaming,
     log_likelihood_and_grad_epoch,
     model_minibatches,
     write_packed_stream,
 )
-from orlr_ppl.inference.streaming_svi import fit_streaming_svi
+from orlr_ppl.inference.streaming.stochastic_map.svi import fit_streaming_svi
+
+from benchmarks.harness import host_devices, machine
+from benchmarks.harness import repeat as _repeat
+from orlr_ppl.data.store import BagStore, BagStoreWriter
 from orlr_ppl.model import bag_mesh, make_model_data_flat, shard_model_data
 from orlr_ppl.model.log_density import potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import split_model_data
@@ -122,7 +122,7 @@ def _instance_accuracy(w: np.ndarray, beta: np.ndarray, mu: np.ndarray, seed: in
 
 
 def packed_rows(row: Callable[..., None], store: BagStore, folder: Path, params, streamed, args) -> tuple:
-    """The same epoch from a stream packed once (``inference.packed_stream``), read ahead in a thread.
+    """The same epoch from a stream packed once (``inference.streaming.packed``), read ahead in a thread.
 
     The host's share is the time reading the packed minibatches takes alone (file to device, no
     step) against the epoch's: what the host would add if none of it overlapped the steps.

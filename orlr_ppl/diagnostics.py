@@ -1,9 +1,9 @@
 """Can the posterior be trusted? NUTS, SVI and Laplace checks, and EM/MAP stopping reports.
 
-The public names of ``orlr_ppl.inference.diagnostics``, as a module of its own.
+The public names of ``orlr_ppl.inference.checks.diagnostics``, as a module of its own.
 """
 
-from .inference.diagnostics import (  # noqa: F401
+from .inference.checks.diagnostics import (  # noqa: F401
     BFMI_MIN,
     ESS_MIN,
     INTERPRETABLE,

@@ -77,7 +77,7 @@ def run_strategy(
     train, test, name: str, rounds: int, batch: int, svi_steps: int, seed: int
 ) -> dict[str, Any]:
     """One curve: inductive and transductive accuracy after each round's labels, and the fit seconds."""
-    from orlr_ppl.inference.diagnostics import ConvergenceWarning
+    from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning
 
     kind, strategy, measured = STRATEGIES[name]
     known = [np.full(len(x), -1, np.int64) for x in train.bags]

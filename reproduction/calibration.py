@@ -31,7 +31,7 @@ import numpy as np
 from benchmarks.harness import SHARED, host_devices
 from orlr_ppl import NUTS, ORLR, metrics
 from orlr_ppl.data.datasets import load_letter_frost, make_miml_digits
-from orlr_ppl.inference.diagnostics import ConvergenceWarning
+from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning
 
 
 def datasets(uci_path: str) -> dict:

@@ -30,8 +30,8 @@ import numpy as np
 from benchmarks.harness import SHARED, load_dataset, machine, standardised
 from orlr_ppl import EM, MAP
 from orlr_ppl.data.datasets import make_miml_digits
-from orlr_ppl.inference.em import fit_em
-from orlr_ppl.inference.map import fit_map
+from orlr_ppl.inference.point.em import fit_em
+from orlr_ppl.inference.point.map import fit_map
 from orlr_ppl.model.numpyro_model import make_model_data
 
 DATASETS = ("readme", "demo", "letter-frost", "hja-union")

@@ -55,7 +55,7 @@ from benchmarks.harness import (
     timed_fit,
     without_dependent,
 )
-from orlr_ppl.inference.diagnostics import ESS_MIN, MAX_DIVERGENT, RHAT_MAX
+from orlr_ppl.inference.checks.diagnostics import ESS_MIN, MAX_DIVERGENT, RHAT_MAX
 
 POSTERIOR_KEY = {"group_horseshoe": "horseshoe_", "l21": "group_laplace_"}
 """The posterior's accuracy in a saved row: this prefix and the sampler's name."""

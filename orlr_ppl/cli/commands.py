@@ -137,7 +137,7 @@ def fit_quietly(model: Any, *fit_args: Any) -> Any:
     the convergence verdict after the fit, the collinear features here.
     """
     from ..data.collinearity import CollinearityWarning
-    from ..inference.diagnostics import ConvergenceWarning
+    from ..inference.checks.diagnostics import ConvergenceWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -162,7 +162,7 @@ def warn_unconverged(diagnostics: Any) -> None:
     if not diagnostics.problems:
         return
     if hasattr(diagnostics, "sampler"):
-        from ..inference.diagnostics import warning_message
+        from ..inference.checks.diagnostics import warning_message
 
         warn_lines([as_flags(warning_message(diagnostics))])
     else:
@@ -188,7 +188,7 @@ FLAG_SPELLINGS: tuple[tuple[str, str], ...] = (
     (r"fit with MAP \(L-BFGS\)", "fit with --method map (L-BFGS)"),
     (r"ORLR\.diagnostics\(\) reports every check in full\.", "The lines above report every check."),
 )
-"""The Python spellings of the diagnostics' advice (``inference.diagnostics``, the estimator's notes)
+"""The Python spellings of the diagnostics' advice (``inference.checks.diagnostics``, the estimator's notes)
 and the ``fit`` flags that do the same, in the order they are tried."""
 
 

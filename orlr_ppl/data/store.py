@@ -15,7 +15,7 @@ shard's content when it is read, and any mismatch is a ``ValueError`` naming the
 file. ``BagStoreWriter`` appends chunks of flat arrays, so a million bags never
 exist as Python lists; ``BagStore.minibatches`` streams them back one shard in
 memory at a time. Packing a minibatch for the model is the model layer's
-(``model.make_model_data_flat``; ``inference.streaming.model_minibatches``
+(``model.make_model_data_flat``; ``inference.streaming.stochastic_map.model_minibatches``
 does both).
 """
 
@@ -388,7 +388,7 @@ class BagStore:
         minibatch packs into buckets of nearly the same bag counts, hence the
         same canonical shapes: one compiled step serves them all, and the
         estimate's variance drops. ``strata``: per shard, (n_s,) the stratum
-        of each bag to deal evenly instead (``inference.streaming`` passes
+        of each bag to deal evenly instead (``inference.streaming.stochastic_map`` passes
         each bag's bucket). Without ``shuffle`` or ``stratify``, bags come in
         store order. Under several processes (``jax.distributed``),
         process ``i`` of ``n`` reads shards ``i, i + n, ...`` (``process_shards``).

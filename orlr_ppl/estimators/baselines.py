@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..dp.validation import DEFAULT_MAX_LABELS
 from ..features import make_feature_map, median_gamma
 from ..features.maps import kernel_step, to_feature_units
-from ..inference.diagnostics import ConvergenceWarning
+from ..inference.checks.diagnostics import ConvergenceWarning
 from . import model_selection  # its grids read at fit time, so one assignment changes both estimators'
 from .base import BagClassifier, Bags
 from .kernel_features import KernelFeatures

@@ -1,6 +1,6 @@
 """The multi-instance mixture model (MIMM) estimator: a generative instance annotator from bag label sets.
 
-Fitting is ``inference.mimm_em`` (EM with an exact subset-DP E-step and a
+Fitting is ``inference.point.mimm_em`` (EM with an exact subset-DP E-step and a
 closed-form MAP M-step); predictions go through the shared ``BagClassifier``
 interface, whose transductive posteriors run the same DP on the mixture's
 logits.
@@ -21,16 +21,16 @@ from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..dp.validation import DEFAULT_MAX_LABELS
-from ..inference.em_driver import relative_change
-from ..inference.mimm_em import fit_mimm
-from ..inference.mimm_steps import COVARIANCES, make_prior
+from ..inference.point.em_driver import relative_change
+from ..inference.point.mimm_em import fit_mimm
+from ..inference.point.mimm_steps import COVARIANCES, make_prior
 from ..model.model_data import make_model_data
 from ..seeding import seed_of
 from .base import BagClassifier, Bags
 from .persistence import FIX
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a report is asked for
-    from ..inference.diagnostics import PointDiagnostics
+    from ..inference.checks.diagnostics import PointDiagnostics
 
 
 def mixture_logits(x: np.ndarray, weights: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
@@ -73,7 +73,7 @@ class MIMM(BagClassifier):
     bucketed by label-set size), and a conjugate prior whose MAP no class
     can collapse under: Dirichlet(``weight_concentration``) on ``pi``, and a
     Normal-inverse-Wishart ("full") or per-feature Normal-inverse-Gamma
-    ("diag") on each ``(mu_c, Sigma_c)`` (``inference.mimm_steps.make_prior``).
+    ("diag") on each ``(mu_c, Sigma_c)`` (``inference.point.mimm_steps.make_prior``).
     The M-step is closed form and exact, so the log posterior never falls.
 
     Args:
@@ -191,7 +191,7 @@ class MIMM(BagClassifier):
         self.history_ = res.history
         self.n_classes_ = n_classes
         if not self.converged_:
-            from ..inference.diagnostics import ConvergenceWarning  # ArviZ: imported only when needed
+            from ..inference.checks.diagnostics import ConvergenceWarning  # ArviZ: imported only when needed
 
             warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
         return self
@@ -203,7 +203,7 @@ class MIMM(BagClassifier):
         if history is not None and len(history) > 1:
             change = float(relative_change(history[-2], history[-1]))
         n_iter, max_iter = self.n_iter_, int(self.max_iter)
-        from ..inference.diagnostics import optimizer_diagnostics
+        from ..inference.checks.diagnostics import optimizer_diagnostics
 
         report = optimizer_diagnostics("em", self.converged_, n_iter, max_iter, self.tol, change)
         if report.problems and n_iter < max_iter:  # EM has no line search: it stopped at a non-finite step

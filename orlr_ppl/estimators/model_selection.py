@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..evaluation.metrics import average_precision, ranking_loss
-from ..inference.diagnostics import ConvergenceWarning
+from ..inference.checks.diagnostics import ConvergenceWarning
 
 PRIOR_SCALES = (0.1, 0.3, 1.0, 3.0, 10.0)
 """The candidate prior scales of ``ORLRCV`` and ``SoftmaxRegression(prior_scale="auto")``, strongest first."""

@@ -38,8 +38,8 @@ from ..evaluation.metrics import CREDIBLE_MASS, check_credible_mass, equal_taile
 from ..features import RBFDictionary, fit_bags, make_feature_map, median_gamma, split_kernel
 from ..features.maps import HEAVY_TAIL_Z, extreme_z, is_quantile_map, kernel_step, to_feature_units
 from ..inference import methods
-from ..inference.em_driver import relative_change
 from ..inference.methods import EM, MAP, NUTS, SVI, Inference, Laplace
+from ..inference.point.em_driver import relative_change
 from ..model.numpyro_model import ModelData, make_model_data
 from ..model.priors import WEIGHT_PRIORS, row_log_prior_at_zero
 from ..seeding import seed_of
@@ -55,12 +55,12 @@ from .model_selection import select_by_bag_cv
 from .relaxed import NOVEL_CLASS_NAME, check_leak, relaxed_draw_log_likelihoods, relaxed_draw_posteriors
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
-    from ..inference.arviz_compat import Posterior
-    from ..inference.diagnostics import Diagnostics, PointDiagnostics
+    from ..inference.checks.diagnostics import Diagnostics, PointDiagnostics
+    from ..inference.posterior.arviz_compat import Posterior
 
 EVIDENCE = "evidence"
 """``prior_scale=EVIDENCE``: the scale that maximises the Laplace approximation of the marginal
-likelihood (MacKay's evidence; ``inference.evidence``), chosen before the fit."""
+likelihood (MacKay's evidence; ``inference.posterior.evidence``), chosen before the fit."""
 INCLUSION_EFFECT = 0.5
 """A row is *included* (in a draw, or a point fit) when moving its feature by one training sd
 moves the logits by at least this much: ``||W[j]|| * sd_j >= 0.5`` (half a nat, odds x 1.65)."""
@@ -92,7 +92,7 @@ class ORLR(KernelFeatures, BagClassifier):
             ``1 / prior_scale``), or the horseshoe's slab; None: flat, plain
             maximum likelihood; ``"evidence"``: chosen by type-II maximum
             likelihood on the Laplace approximation of the marginal likelihood
-            (MacKay's evidence, ``inference.evidence``; Normal prior), for any
+            (MacKay's evidence, ``inference.posterior.evidence``; Normal prior), for any
             ``inference``, with ``evidence_path_`` the scales tried. ``ORLRCV``
             chooses it by cross-validation instead.
         intercept_scale: sd of the Normal prior on the intercepts; None: flat.
@@ -255,7 +255,7 @@ class ORLR(KernelFeatures, BagClassifier):
         if hasattr(self, "posterior_"):
             self._diagnostics = self._posterior_diagnostics(warn=True)
         elif not self.converged_ and not self._stochastic():
-            from ..inference.diagnostics import ConvergenceWarning
+            from ..inference.checks.diagnostics import ConvergenceWarning
 
             warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
         return self
@@ -327,9 +327,9 @@ class ORLR(KernelFeatures, BagClassifier):
 
     def _choose_by_evidence(self, data: ModelData) -> None:
         """``prior_scale="evidence"``: ``prior_scale_`` by type-II maximum likelihood on the Laplace
-        evidence (``inference.evidence``) of ``data`` (float64), before the fit proper;
+        evidence (``inference.posterior.evidence``) of ``data`` (float64), before the fit proper;
         ``evidence_path_`` holds every (scale, log evidence) tried."""
-        from ..inference.evidence import fit_evidence
+        from ..inference.posterior.evidence import fit_evidence
 
         with jax.enable_x64(True):
             chosen = fit_evidence(data, self.intercept_scale, self.fit_intercept)
@@ -359,7 +359,7 @@ class ORLR(KernelFeatures, BagClassifier):
     ) -> None:
         """Laplace, NUTS or SVI: ``posterior_`` (named by the data's classes, features and bag ids)
         and its draws; Laplace's mode and evidence too."""
-        from ..inference.inference_data import with_names
+        from ..inference.posterior.inference_data import with_names
 
         res = fit_posterior(
             data, method, self.prior_scale_, self.intercept_scale, self.fit_intercept, self._seed()
@@ -406,7 +406,7 @@ class ORLR(KernelFeatures, BagClassifier):
         (``converged``, ``n_iter``, ``max_iter``, ``tol``, the final relative
         change of the log posterior (EM), ``problems``).
         """
-        from ..inference.diagnostics import optimizer_diagnostics
+        from ..inference.checks.diagnostics import optimizer_diagnostics
 
         check_is_fitted(self, "n_classes_")
         if hasattr(self, "posterior_"):
@@ -482,7 +482,7 @@ class ORLR(KernelFeatures, BagClassifier):
         """``posterior_``'s diagnostics, whose problems end with the heavy-tailed features carrying
         failing weights; with ``warn``, one ``ConvergenceWarning`` (pointing at the caller of ``fit``)
         when a check fails. A loaded model reads those features from its ``metadata.json``."""
-        from ..inference.diagnostics import diagnose, optimizer_diagnostics, warn_if_unconverged
+        from ..inference.checks.diagnostics import diagnose, optimizer_diagnostics, warn_if_unconverged
 
         # Absent: kernel features, or a model saved before the record was kept.
         heavy = getattr(self, "heavy_tailed_features_", None) or {}
@@ -858,7 +858,7 @@ class ORLR(KernelFeatures, BagClassifier):
             return
         tmp = nc.with_name(".posterior.tmp.nc")
         try:
-            from ..inference.arviz_compat import to_netcdf
+            from ..inference.posterior.arviz_compat import to_netcdf
 
             to_netcdf(self.posterior_, str(tmp))
             tmp.replace(nc)  # as persistence.write_atomically: an interrupted save leaves the old file whole
@@ -1084,7 +1084,7 @@ def heavy_tail_note(heavy: dict[str, float], diagnostics: Diagnostics) -> str:
     was the worst weight in most folds, and the quantile-normal map made every fold converge
     (REPRODUCTION.md), so the note offers it.
     """
-    from ..inference.diagnostics import failing_parameters
+    from ..inference.checks.diagnostics import failing_parameters
 
     failing = failing_parameters(diagnostics)
     named = {f: z for f, z in heavy.items() if any(p.startswith(f"W[{f}, ") for p in failing)}
@@ -1111,7 +1111,7 @@ class PointFit(NamedTuple):
         converged: the first-order condition holds (``optimality <= tol``).
         history: EM: (n_iter + 1,) log posterior per iteration; MAP: None.
         leak: the learnt leak probability (``leak="learn"``), else None.
-        optimality: the first-order residual at the estimate (``inference.optimality``).
+        optimality: the first-order residual at the estimate (``inference.point.optimality``).
     """
 
     coef: np.ndarray
@@ -1133,8 +1133,8 @@ def fit_point(
     seed: int = 0,
 ) -> PointFit:
     """EM (stochastic EM's subsets drawn from ``seed``) or MAP by L-BFGS, with ``method``'s settings."""
-    from ..inference.em import fit_em
-    from ..inference.map import fit_map
+    from ..inference.point.em import fit_em
+    from ..inference.point.map import fit_map
 
     scales = {"prior_scale": prior_scale, "intercept_scale": intercept_scale, "fit_intercept": fit_intercept}
     if isinstance(method, EM):
@@ -1182,10 +1182,10 @@ def fit_posterior(
 ) -> PosteriorFit:
     """The posterior with ``method``'s settings: the Laplace approximation's draws (float64
     ``data`` under ``jax.enable_x64``), NUTS's, or an SVI guide's."""
-    from ..inference.chain_setup import check_whitenable, whitened_size
-    from ..inference.laplace import fit_laplace
-    from ..inference.nuts import fit_nuts
-    from ..inference.svi import fit_svi
+    from ..inference.posterior.chain_setup import check_whitenable, whitened_size
+    from ..inference.posterior.laplace import fit_laplace
+    from ..inference.posterior.nuts import fit_nuts
+    from ..inference.posterior.svi import fit_svi
 
     if isinstance(method, Laplace):
         res = fit_laplace(
@@ -1262,7 +1262,7 @@ def nuts_start(
     Returns ``W_raw`` (d, C - 1) and, with intercepts, ``beta_raw`` (C - 1,):
     the MAP in the model's sum-to-zero basis.
     """
-    from ..inference.map import fit_map
+    from ..inference.point.map import fit_map
     from ..model.numpyro_model import sum_to_zero_basis
     from ..model.priors import horseshoe_start
 
@@ -1316,7 +1316,7 @@ def thin_draws(idata: Posterior, max_draws: int) -> Draws:
 
 def read_posterior(nc: Path) -> Posterior:
     """Read a saved ``posterior.nc`` into memory (ValueError naming the file if it cannot be read)."""
-    from ..inference.arviz_compat import from_netcdf
+    from ..inference.posterior.arviz_compat import from_netcdf
 
     try:
         # Eager: read into memory and close the file, so the model can be saved over its own folder.

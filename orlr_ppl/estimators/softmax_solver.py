@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import log_softmax
 
-from ..inference.lbfgs import minimize_lbfgs
+from ..inference.point.lbfgs import minimize_lbfgs
 
 ABSENT_INTERCEPT = -50.0
 """A class no training instance has: probability about ``exp(-50)`` times the others'."""

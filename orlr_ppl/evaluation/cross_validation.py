@@ -31,7 +31,7 @@ from sklearn.preprocessing import StandardScaler
 from ..data.container import MIMLData
 from ..dp.packing import Layout, shared_layout
 from ..features import fit_bags, transform_bags
-from ..inference.diagnostics import ConvergenceWarning
+from ..inference.checks.diagnostics import ConvergenceWarning
 from . import metrics
 
 PROTOCOLS = ("inductive", "transductive", "both")

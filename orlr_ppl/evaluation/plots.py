@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..inference.arviz_compat import Posterior
+    from ..inference.posterior.arviz_compat import Posterior
 
 TABLE_COLUMNS = ("bin_lower", "bin_upper", "count", "mean_confidence", "accuracy")
 

@@ -1,6 +1,10 @@
-"""Layer 3, inference on the model: ``em``, ``map``, ``nuts``, ``svi``; ``inference_data`` builds
-an ArviZ ``xarray.DataTree`` (``InferenceData`` under 0.2x), ``diagnostics`` checks it, and ``sbc``
-validates the sampler.
+"""Layer 3, inference on the model, by what it computes.
 
-The modules are imported on use: ``nuts``, ``svi`` and ``diagnostics`` load ArviZ.
+``methods``: the settings objects (``EM``, ``MAP``, ``Laplace``, ``NUTS``, ``SVI``). ``point``: the
+posterior mode (``map``, ``em``). ``posterior``: the Laplace approximation, NUTS, SVI and the
+posterior object they build. ``streaming``: fits on minibatches from a store on disk. ``checks``:
+the diagnostics of a fit and simulation-based calibration of the sampler.
+
+The modules are imported on use: ``posterior.nuts``, ``posterior.svi`` and ``checks.diagnostics``
+load ArviZ.
 """

@@ -123,7 +123,7 @@ class Laplace(_Settings):
 
     The mean is the MAP (``MAP``'s L-BFGS, in float64), the covariance the inverse of
     the Hessian of the negative log posterior at it, computed exactly from the DP's
-    pairwise instance posteriors (``inference.laplace``). The Hessian costs less than
+    pairwise instance posteriors (``inference.posterior.laplace``). The Hessian costs less than
     the MAP fit, the draws with their log densities a few MAP fits more. It gives
     everything a posterior gives (``posterior_``, intervals, mutual information,
     ``query(strategy="bald")``, PSIS-LOO) and its evidence chooses the prior's scale

@@ -127,7 +127,7 @@ def orlr_model(
         likelihood_scale: multiply the label-set sites' log-likelihood by this
             (``numpyro.handlers.scale``), the prior's not: ``n_bags /
             batch_bags`` makes a minibatch's log joint an unbiased estimate of
-            the whole data's (``inference.streaming``). None: unscaled.
+            the whole data's (``inference.streaming.stochastic_map``). None: unscaled.
 
     Sites: ``W_raw``, ``beta_raw`` (latent), ``W``, ``beta`` (deterministic),
     and per bucket ``k`` the label sets ``Y_k`` (B_k, C) in plate ``bags_k``.

@@ -10,7 +10,7 @@ and for kernel features (``features.RBFDictionary``) dictionary elements.
 ``Z = 2 pi^(k/2) Gamma(k) scale^k / Gamma(k/2)``: its log is the l2,1
 penalty ``-||w|| / scale`` (strength ``lam = 1 / scale``) up to a constant, so
 the MAP under it is the l2,1-penalised fit (Pham & Raich), computed by
-proximal gradient (``inference.prox``) because the penalty is not smooth at 0.
+proximal gradient (``inference.point.prox``) because the penalty is not smooth at 0.
 It is proper, so NUTS and SVI sample it too.
 
 The group horseshoe (``"group_horseshoe"``; regularised, Piironen & Vehtari

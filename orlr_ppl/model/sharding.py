@@ -7,7 +7,7 @@ axis and replicates the rest (instances, features, classes)::
 
 The model's log density is a sum over bags plus a prior, and each bag's DP reads
 only its own rows, so any jitted function of ``(params, arrays)`` (``log_density.
-potential_and_grad``, ``e_step``, ``inference.em.fit_em``'s loop) compiles under
+potential_and_grad``, ``e_step``, ``inference.point.em.fit_em``'s loop) compiles under
 GSPMD to a data-parallel program: each device runs the DP on its own bags, and
 only the (d, C)-sized sums (value, gradient, ``Q``) cross devices, as an
 all-reduce. The parameters stay replicated. Nothing else changes: the same

@@ -593,7 +593,7 @@ def _advice_of_every_kind() -> list[str]:
     import pandas as pd
 
     from orlr_ppl.estimators.orlr import heavy_tail_note
-    from orlr_ppl.inference import diagnostics as dg
+    from orlr_ppl.inference.checks import diagnostics as dg
 
     table = pd.DataFrame(
         {"mean": [0.1], "sd": [1.0], "r_hat": [1.05], "ess_bulk": [50.0], "ess_tail": [60.0]},

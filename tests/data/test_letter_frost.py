@@ -85,7 +85,7 @@ def test_cross_validation_reuses_compiled_em_across_folds():
     from orlr_ppl.data.datasets import make_miml_digits
     from orlr_ppl.estimators import ORLR
     from orlr_ppl.evaluation.cross_validation import cross_validate
-    from orlr_ppl.inference import em
+    from orlr_ppl.inference.point import em
 
     data = make_miml_digits(60, seed=0, max_size=4)
     model = {"EM": lambda: ORLR(inference=EM(max_iter=3, tol=0.0))}
@@ -102,7 +102,7 @@ def test_a_sampler_on_canonical_shapes_keeps_its_program_across_folds():
     from orlr_ppl.data.datasets import make_miml_digits
     from orlr_ppl.estimators import ORLR
     from orlr_ppl.evaluation.cross_validation import cross_validate
-    from orlr_ppl.inference import nuts
+    from orlr_ppl.inference.posterior import nuts
 
     # Bags of at most 4 digits: label sets of up to 4 classes keep every program small (the subset
     # DP's 2**K states, one bucket per label-set size); the two folds still pack to different layouts.

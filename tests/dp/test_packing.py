@@ -147,7 +147,7 @@ def test_model_data_padding_changes_no_potential_gradient_or_e_step():
 
 def test_folds_of_similar_size_share_one_compiled_em():
     """Two datasets with other bag counts and lengths, on the same canonical shapes: one compile."""
-    from orlr_ppl.inference import em
+    from orlr_ppl.inference.point import em
 
     def dataset(seed: int, n_bags: int):
         rng = np.random.default_rng(seed)
@@ -239,7 +239,7 @@ def test_cross_validation_gives_canonical_models_one_layout(tmp_path):
     from orlr_ppl.data.datasets import make_miml_digits
     from orlr_ppl.estimators import ORLR
     from orlr_ppl.evaluation.cross_validation import cross_validate, fold_layout
-    from orlr_ppl.inference import em
+    from orlr_ppl.inference.point import em
 
     # Bags of at most 4 digits: a small program per layout; the 4 folds still pack to 4 distinct
     # layouts on their own (tight or canonical), so one program means they shared the CV's layout.
@@ -370,7 +370,7 @@ def test_an_estimator_s_later_folds_compile_nothing(method):
     import warnings
 
     from orlr_ppl.estimators import ORLR
-    from orlr_ppl.inference import em
+    from orlr_ppl.inference.point import em
     from orlr_ppl.model import log_density
 
     rng = np.random.default_rng(6)

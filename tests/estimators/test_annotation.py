@@ -14,7 +14,7 @@ from scipy.special import softmax
 
 from orlr_ppl import ORLR, SVI, MIMLData
 from orlr_ppl.estimators.annotation import acquisition_scores, diverse_order, entropy, with_known_labels
-from orlr_ppl.inference.diagnostics import ConvergenceWarning
+from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning
 
 
 def _clusters(n_bags: int = 24, seed: int = 0):

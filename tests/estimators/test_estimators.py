@@ -246,7 +246,7 @@ class Asked(Exception):
 @pytest.fixture
 def nuts_asked(monkeypatch):
     """``fit_nuts`` replaced by one that raises ``Asked(kwargs)``: what the estimator asks NUTS for."""
-    from orlr_ppl.inference import nuts
+    from orlr_ppl.inference.posterior import nuts
 
     def sampler(data, **kwargs):
         raise Asked(kwargs)
@@ -334,8 +334,8 @@ def test_settings_objects_check_their_values_and_show_what_differs():
     # One definition of each default: the inference functions take the settings' values.
     import inspect
 
-    from orlr_ppl.inference.em import fit_em
-    from orlr_ppl.inference.nuts import fit_nuts
+    from orlr_ppl.inference.point.em import fit_em
+    from orlr_ppl.inference.posterior.nuts import fit_nuts
 
     assert inspect.signature(fit_em).parameters["max_iter"].default == EM.max_iter
     assert inspect.signature(fit_nuts).parameters["num_chains"].default == NUTS.num_chains
@@ -344,7 +344,7 @@ def test_settings_objects_check_their_values_and_show_what_differs():
 def test_whiten_refuses_a_fit_too_large_to_whiten_before_any_fitting(nuts_asked, data, monkeypatch):
     """A whitening keeps dense (P, P) matrices: above ``MAX_WHITENED`` parameters the estimator says so,
     with P and what to change, before the MAP start or the sampler (the CLI makes it exit code 2)."""
-    from orlr_ppl.inference import chain_setup
+    from orlr_ppl.inference.posterior import chain_setup
 
     train, _ = data
     n_classes = len(set().union(*map(set, train.label_sets)))

@@ -20,9 +20,9 @@ import orlr_ppl
 from orlr_ppl import EM, MAP, NUTS, ORLR, ORLRCV, SVI
 from orlr_ppl.features import RBFDictionary, median_gamma
 from orlr_ppl.features.rbf import rbf_kernel
-from orlr_ppl.inference.em import fit_em
-from orlr_ppl.inference.map import fit_map
-from orlr_ppl.inference.prox import fista, group_soft_threshold, proximal_steps
+from orlr_ppl.inference.point.em import fit_em
+from orlr_ppl.inference.point.map import fit_map
+from orlr_ppl.inference.point.prox import fista, group_soft_threshold, proximal_steps
 from orlr_ppl.model.log_density import potential, prior_scales
 from orlr_ppl.model.numpyro_model import make_model_data, split_model_data, sum_to_zero_basis
 from orlr_ppl.model.priors import (

@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 from orlr_ppl import SoftmaxRegression
 from orlr_ppl.estimators.model_selection import select_by_cv
 from orlr_ppl.features import RBFDictionary
-from orlr_ppl.inference.diagnostics import ConvergenceWarning
+from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning
 
 
 def _xor(n_bags: int, seed: int):

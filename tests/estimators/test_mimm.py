@@ -22,8 +22,8 @@ from sklearn.base import clone
 from orlr_ppl import MIMM, MIMLData
 from orlr_ppl.estimators.base import BagClassifier
 from orlr_ppl.estimators.mimm import mixture_logits as host_logits
-from orlr_ppl.inference.mimm_em import fit_mimm
-from orlr_ppl.inference.mimm_steps import (
+from orlr_ppl.inference.point.mimm_em import fit_mimm
+from orlr_ppl.inference.point.mimm_steps import (
     MixtureData,
     MixtureParams,
     MixtureShape,
@@ -222,7 +222,7 @@ def test_near_underflow_the_fit_goes_on_in_exact_arithmetic(monkeypatch):
     """float32, and a bag labelled {0, 1} whose instances sit far from class 1: ``p(Y_b | X_b)`` falls
     below the probability-space DP's reach (about exp(-68)), so the fit continues with the log-space
     fallback; its log posterior is still the enumerated one."""
-    from orlr_ppl.inference import mimm_em
+    from orlr_ppl.inference.point import mimm_em
 
     rng = np.random.default_rng(5)
     bags = [rng.normal(0.0, 1.0, (4, 1)) for _ in range(10)]
@@ -260,7 +260,7 @@ def test_a_non_finite_step_ends_the_fit_at_the_last_finite_parameters():
     """Full covariances beyond a float32 Cholesky: EM (M-step first, ``em_driver``) stops, unconverged,
     at the last parameters whose log posterior was finite, which it reports; if the first already
     fails, every start does and the fit raises."""
-    from orlr_ppl.inference.mimm_steps import log_posterior
+    from orlr_ppl.inference.point.mimm_steps import log_posterior
 
     bags, sets = _collinear(4)  # 1 no longer reaches a finite step under jax 0.12; 4 does under 0.10 and 0.12
     data = make_model_data(bags, sets, 3)
@@ -396,7 +396,7 @@ def test_restarts_keep_the_best_start(fitted):
 
 def test_fit_from_miml_data_and_convergence_warning():
     """A ``MIMLData`` fits as (bags, label sets) do; stopping at ``max_iter`` warns (one program for both)."""
-    from orlr_ppl.inference.diagnostics import ConvergenceWarning
+    from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning
 
     bags, sets, truth = SYNTHETIC
     data = MIMLData(bags, sets, instance_labels=truth, n_classes=N_CLASSES)

@@ -13,8 +13,7 @@ from orlr_ppl import EM, MAP, NUTS, ORLR, SVI, MajorityClass
 from orlr_ppl.estimators.sim import SIM
 from orlr_ppl.evaluation.metrics import CREDIBLE_MASS
 from orlr_ppl.evaluation.plots import proba_intervals
-from orlr_ppl.inference import arviz_compat as azc
-from orlr_ppl.inference.diagnostics import (
+from orlr_ppl.inference.checks.diagnostics import (
     ConvergenceWarning,
     Diagnostics,
     PointDiagnostics,
@@ -26,7 +25,8 @@ from orlr_ppl.inference.diagnostics import (
     warn_if_unconverged,
     warning_message,
 )
-from orlr_ppl.inference.inference_data import summary, thinned_draws
+from orlr_ppl.inference.posterior import arviz_compat as azc
+from orlr_ppl.inference.posterior.inference_data import summary, thinned_draws
 
 pytestmark = pytest.mark.arviz
 

@@ -21,7 +21,7 @@ import orlr_ppl
 from orlr_ppl import EM, MAP, NUTS, ORLR, ORLRCV, SIM, SVI, MajorityClass, SoftmaxRegression
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.estimators.base import BagClassifier
-from orlr_ppl.inference.diagnostics import ConvergenceWarning
+from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning
 
 ESTIMATORS = [ORLR, SIM, SoftmaxRegression, MajorityClass]
 WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]

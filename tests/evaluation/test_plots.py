@@ -19,7 +19,7 @@ from orlr_ppl.evaluation.plots import (  # noqa: E402
     reliability_diagram,
     reliability_table,
 )
-from orlr_ppl.inference import arviz_compat as azc  # noqa: E402
+from orlr_ppl.inference.posterior import arviz_compat as azc  # noqa: E402
 
 pytestmark = pytest.mark.arviz
 

@@ -25,7 +25,7 @@ from orlr_ppl.estimators.base import BagClassifier
 from orlr_ppl.estimators.orlr import heavy_tail_note, heavy_tailed_features
 from orlr_ppl.features import fit_bags, make_feature_map
 from orlr_ppl.features.maps import HEAVY_TAIL_Z, extreme_z
-from orlr_ppl.inference.diagnostics import ConvergenceWarning, warning_message
+from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning, warning_message
 
 QN = "quantile-normal"
 HJA = Path(__file__).resolve().parents[3] / "shared" / "data" / "hja"

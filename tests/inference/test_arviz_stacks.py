@@ -16,8 +16,8 @@ import pytest
 import xarray as xr
 
 from orlr_ppl import NUTS, ORLR, SVI
-from orlr_ppl.inference import arviz_compat as azc
-from orlr_ppl.inference.diagnostics import ConvergenceWarning
+from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning
+from orlr_ppl.inference.posterior import arviz_compat as azc
 
 matplotlib.use("Agg")
 az = azc.az

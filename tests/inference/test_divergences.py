@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orlr_ppl.inference import arviz_compat as azc
-from orlr_ppl.inference.diagnostics import DIVERGENT_Z, chain_means, diagnose, divergent_draw_ranks
+from orlr_ppl.inference.checks.diagnostics import DIVERGENT_Z, chain_means, diagnose, divergent_draw_ranks
+from orlr_ppl.inference.posterior import arviz_compat as azc
 
 pytestmark = pytest.mark.arviz
 

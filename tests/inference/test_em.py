@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from orlr_ppl.data.datasets import make_miml_digits
-from orlr_ppl.inference import em_driver
-from orlr_ppl.inference.em import fit_em
-from orlr_ppl.inference.em_driver import EMSpec, EMState, EStepOut
-from orlr_ppl.inference.map import fit_map
 from orlr_ppl.inference.methods import EM, MAP
+from orlr_ppl.inference.point import em_driver
+from orlr_ppl.inference.point.em import fit_em
+from orlr_ppl.inference.point.em_driver import EMSpec, EMState, EStepOut
+from orlr_ppl.inference.point.map import fit_map
 from orlr_ppl.model.numpyro_model import make_model_data, sum_to_zero_basis
 
 
@@ -132,7 +132,7 @@ def test_m_step_is_kept_only_when_q_rises(digits):
 
 
 def test_second_fit_of_the_same_shapes_compiles_nothing(digits):
-    from orlr_ppl.inference import em
+    from orlr_ppl.inference.point import em
 
     data = make_model_data(digits.bags, digits.label_sets, 10)
     fit_em(data, prior_scale=1.0, max_iter=3)
@@ -152,7 +152,7 @@ def test_em_falls_back_to_exact_arithmetic_near_underflow():
     The loop without the DP's log-space pass stops at the first E-step it cannot resolve, and
     ``fit_em`` goes on from there with the exact program: the result is the exact EM's.
     """
-    from orlr_ppl.inference import em
+    from orlr_ppl.inference.point import em
     from orlr_ppl.model.log_density import prior_scales
     from orlr_ppl.model.numpyro_model import split_model_data
 
@@ -231,7 +231,7 @@ def test_float64_em_and_map_reach_a_first_order_optimum_and_agree(simulated_64):
 
 
 def test_stochastic_em_draws_weight_to_unbiased_sums(simulated):
-    from orlr_ppl.inference import stochastic_em
+    from orlr_ppl.inference.point import stochastic_em
     from orlr_ppl.model.numpyro_model import split_model_data
 
     arrays, _ = split_model_data(simulated)

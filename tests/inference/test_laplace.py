@@ -13,9 +13,9 @@ from scipy.stats import norm
 
 import orlr_ppl
 from orlr_ppl import NUTS, ORLR, Laplace, metrics
-from orlr_ppl.inference.diagnostics import ConvergenceWarning
-from orlr_ppl.inference.evidence import fit_evidence
-from orlr_ppl.inference.laplace import fit_laplace, laplace_approximation
+from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning
+from orlr_ppl.inference.posterior.evidence import fit_evidence
+from orlr_ppl.inference.posterior.laplace import fit_laplace, laplace_approximation
 from orlr_ppl.model.numpyro_model import make_model_data, sum_to_zero_basis
 
 

@@ -15,8 +15,8 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from orlr_ppl import RBFDictionary, SoftmaxRegression
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.estimators import softmax_solver
-from orlr_ppl.inference import map as map_module
-from orlr_ppl.inference.lbfgs import minimize_lbfgs
+from orlr_ppl.inference.point import map as map_module
+from orlr_ppl.inference.point.lbfgs import minimize_lbfgs
 from orlr_ppl.model.numpyro_model import make_model_data
 
 

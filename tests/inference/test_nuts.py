@@ -9,10 +9,10 @@ import pytest
 from numpyro.infer import MCMC, NUTS, init_to_value
 from numpyro.infer.util import log_density, log_likelihood
 
-from orlr_ppl.inference import chain_setup, nuts
-from orlr_ppl.inference.diagnostics import mixing_converged
-from orlr_ppl.inference.map import fit_map
-from orlr_ppl.inference.nuts import Chains, NUTSSettings, fit_nuts
+from orlr_ppl.inference.checks.diagnostics import mixing_converged
+from orlr_ppl.inference.point.map import fit_map
+from orlr_ppl.inference.posterior import chain_setup, nuts
+from orlr_ppl.inference.posterior.nuts import Chains, NUTSSettings, fit_nuts
 from orlr_ppl.model.log_density import bucket_log_likelihoods, potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import (
     join_model_data,
@@ -203,7 +203,7 @@ def test_unconverged_chains_go_on_until_max_num_samples(monkeypatch):
     assert idata.posterior.sizes["draw"] == 12 and idata.log_likelihood["Y"].shape == (2, 12, 8)
     assert idata.sample_stats.attrs["num_samples_planned"] == 8
     assert idata.sample_stats.attrs["max_num_samples"] == 12
-    monkeypatch.setattr("orlr_ppl.inference.diagnostics.mixing_converged", lambda draws: True)
+    monkeypatch.setattr("orlr_ppl.inference.checks.diagnostics.mixing_converged", lambda draws: True)
     assert fit_nuts(data, max_num_samples=12, **kwargs).posterior.sizes["draw"] == 8
 
 
@@ -269,7 +269,7 @@ def _interrupt_after(monkeypatch, iterations: int) -> None:
 
 @pytest.mark.arviz
 def test_ctrl_c_while_sampling_keeps_the_draws_done(monkeypatch):
-    from orlr_ppl.inference.diagnostics import diagnose, warning_message
+    from orlr_ppl.inference.checks.diagnostics import diagnose, warning_message
 
     data = _toy(n_bags=8)
     whole = fit_nuts(data, num_warmup=10, num_samples=30, num_chains=2, chain_method="sequential")

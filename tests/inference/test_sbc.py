@@ -12,10 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numpyro.infer.util import log_likelihood  # noqa: E402
 
-from orlr_ppl.inference import arviz_compat as azc  # noqa: E402
-from orlr_ppl.inference import nuts  # noqa: E402
-from orlr_ppl.inference.inference_data import thinned_draws  # noqa: E402
-from orlr_ppl.inference.sbc import (  # noqa: E402
+from orlr_ppl.inference.checks.sbc import (  # noqa: E402
     BROKEN_LIKELIHOOD_POWER,
     NUTSSettings,
     SBCDesign,
@@ -25,7 +22,7 @@ from orlr_ppl.inference.sbc import (  # noqa: E402
     run_sbc,
     simulate_replication,
 )
-from orlr_ppl.inference.sbc_stats import (  # noqa: E402
+from orlr_ppl.inference.checks.sbc_stats import (  # noqa: E402
     bulk_ess,
     flat_params,
     holm,
@@ -35,6 +32,9 @@ from orlr_ppl.inference.sbc_stats import (  # noqa: E402
     sbc_result,
     thin_indices,
 )
+from orlr_ppl.inference.posterior import arviz_compat as azc  # noqa: E402
+from orlr_ppl.inference.posterior import nuts  # noqa: E402
+from orlr_ppl.inference.posterior.inference_data import thinned_draws  # noqa: E402
 from orlr_ppl.model.log_density import potential, potential_and_grad, potential_and_grad_on_host  # noqa: E402
 from orlr_ppl.model.numpyro_model import make_model_data, orlr_model, split_model_data  # noqa: E402
 

@@ -13,10 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-
-from orlr_ppl.data.store import BagStore, BagStoreWriter, write_bag_store
-from orlr_ppl.dp.packing import pack_bags, pack_label_matrix, stream_layout
-from orlr_ppl.inference.streaming import (
+from orlr_ppl.inference.streaming.stochastic_map.stochastic_map import (
     PackedStream,
     fit_streaming,
     likelihood_weight,
@@ -25,7 +22,10 @@ from orlr_ppl.inference.streaming import (
     stream_plan,
     write_packed_stream,
 )
-from orlr_ppl.inference.streaming_svi import fit_streaming_svi
+from orlr_ppl.inference.streaming.stochastic_map.svi import fit_streaming_svi
+
+from orlr_ppl.data.store import BagStore, BagStoreWriter, write_bag_store
+from orlr_ppl.dp.packing import pack_bags, pack_label_matrix, stream_layout
 from orlr_ppl.model import make_model_data, make_model_data_flat
 from orlr_ppl.model.log_density import potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import split_model_data, sum_to_zero_basis
@@ -61,9 +61,9 @@ SHARDED = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from test_sharding_and_streaming import _bags
     from orlr_ppl.data.store import write_bag_store
-    from orlr_ppl.inference.em import fit_em
+    from orlr_ppl.inference.point.em import fit_em
     from orlr_ppl.inference import streaming
-    from orlr_ppl.inference.streaming import fit_streaming
+    from orlr_ppl.inference.streaming.stochastic_map import fit_streaming
     from orlr_ppl.model import bag_mesh, make_model_data, shard_model_data
     from orlr_ppl.model.log_density import potential_and_grad, prior_scales
     from orlr_ppl.model.numpyro_model import split_model_data
@@ -314,7 +314,7 @@ def test_streamed_epoch_is_the_full_data_potential_and_gradient(easy):
 
 
 def test_stochastic_fits_reach_the_map(easy):
-    from orlr_ppl.inference.map import fit_map
+    from orlr_ppl.inference.point.map import fit_map
 
     store, bags, sets, labels = easy
     mp = fit_map(make_model_data(bags, sets, 4), prior_scale=1.0, intercept_scale=10.0)
@@ -432,7 +432,7 @@ PROCESS = textwrap.dedent(
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize({address!r}, num_processes=2, process_id=int(sys.argv[1]))
     from orlr_ppl.data.store import BagStore
-    from orlr_ppl.inference.streaming import log_likelihood_and_grad_epoch
+    from orlr_ppl.inference.streaming.stochastic_map import log_likelihood_and_grad_epoch
     from orlr_ppl.model import bag_mesh
 
     assert jax.process_count() == 2 and len(jax.devices()) == 2 and len(jax.local_devices()) == 1

@@ -12,8 +12,8 @@ from numpyro.infer.util import log_density, log_likelihood
 from numpyro.optim import Adam
 from scipy.stats import multivariate_normal, norm
 
-from orlr_ppl.inference.inference_data import zeros_init
-from orlr_ppl.inference.svi import _latent_sites, fit_svi, guide_draws
+from orlr_ppl.inference.posterior.inference_data import zeros_init
+from orlr_ppl.inference.posterior.svi import _latent_sites, fit_svi, guide_draws
 from orlr_ppl.model.model_data import make_model_data
 from orlr_ppl.model.numpyro_model import orlr_model
 
@@ -124,7 +124,7 @@ def test_refits_of_one_shape_family_compile_no_new_program(monkeypatch):
     """A second fit on other data of the same shapes, with another step count, step size and seed,
     reuses the first fit's programs (SVI's steps, the draws' log-likelihoods and densities, the
     predictive simulation); more steps than one call's ``BLOCK`` run as several calls of one program."""
-    from orlr_ppl.inference import inference_data, svi
+    from orlr_ppl.inference.posterior import inference_data, svi
     from orlr_ppl.model import log_density
 
     monkeypatch.setattr(svi, "BLOCK", 16)

@@ -14,7 +14,7 @@ from scipy.stats import norm
 
 import orlr_ppl
 from orlr_ppl.data.datasets import make_miml_digits
-from orlr_ppl.inference.map import fit_map
+from orlr_ppl.inference.point.map import fit_map
 from orlr_ppl.model.numpyro_model import make_model_data, orlr_model, sum_to_zero_basis
 
 

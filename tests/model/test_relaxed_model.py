@@ -13,9 +13,9 @@ from conftest import DTYPES, TOL, precision
 from reference import brute_force_variants
 from scipy.special import softmax
 
-from orlr_ppl.inference import arviz_compat as azc
-from orlr_ppl.inference.em import fit_em
-from orlr_ppl.inference.map import fit_map
+from orlr_ppl.inference.point.em import fit_em
+from orlr_ppl.inference.point.map import fit_map
+from orlr_ppl.inference.posterior import arviz_compat as azc
 from orlr_ppl.model.distribution import BagLabelSet
 from orlr_ppl.model.numpyro_model import make_model_data
 
@@ -150,7 +150,7 @@ def test_em_and_map_reach_the_same_relaxed_optimum(semi):
 def test_nuts_samples_the_leak_and_the_novel_class():
     """NUTS runs the same relaxed model: the posterior holds ``leak`` in (0, 1) beside ``W`` with a
     novel column, near the MAP, with the usual ArviZ groups (SVI: the next test)."""
-    from orlr_ppl.inference.nuts import fit_nuts
+    from orlr_ppl.inference.posterior.nuts import fit_nuts
 
     bags, sets, _ = _simulate(n_bags=40, seed=2)
     data = make_model_data(bags, sets, NAMED, novel_class=True, leak="learn")

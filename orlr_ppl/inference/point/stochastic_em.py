@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax, random
 
-from ..model.log_density import EStep
-from ..model.numpyro_model import ModelArrays
+from ...model.log_density import EStep
+from ...model.numpyro_model import ModelArrays
 
 Array = jax.Array
 

@@ -50,7 +50,7 @@ from jax import lax
 from numpyro.infer.hmc import HMCState, hmc
 from numpyro.infer.util import ParamInfo
 
-from ..model.log_density import (
+from ...model.log_density import (
     Params,
     Scales,
     bucket_log_likelihoods,
@@ -58,7 +58,8 @@ from ..model.log_density import (
     potential_and_grad_on_host,
     prior_scales,
 )
-from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data
+from ...model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data
+from ..methods import NUTS, TARGET_ACCEPT
 from .arviz_compat import Posterior
 from .chain_setup import (
     ChainMethod,
@@ -71,7 +72,6 @@ from .chain_setup import (
     to_model,
 )
 from .inference_data import inference_data, tree_depth, with_derived, zeros_init
-from .methods import NUTS, TARGET_ACCEPT
 
 Array = jax.Array
 
@@ -433,7 +433,7 @@ def fit_nuts(
     it), as PyMC does; in warmup, or before ``MIN_KEPT_DRAWS`` draws, it raises
     ``KeyboardInterrupt``.
     """
-    from .diagnostics import mixing_converged
+    from ..checks.diagnostics import mixing_converged
 
     model_kwargs = {
         "prior_scale": prior_scale,

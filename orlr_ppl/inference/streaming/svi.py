@@ -1,4 +1,4 @@
-"""Mean-field Gaussian SVI on bags streamed from a store (``inference.streaming``'s stream and objective).
+"""Mean-field Gaussian SVI on bags streamed from a store (``stochastic_map``'s stream and objective).
 
 ``q(theta) = N(loc, diag(exp(log_scale))**2)`` on the raw weights ``W_raw``,
 ``beta_raw`` (as ``AutoNormal``). Each step draws ``theta = loc + sigma * eps``
@@ -23,10 +23,10 @@ import numpy as np
 import optax
 from jax.sharding import Mesh
 
-from ..model.log_density import Params, Scales, prior_scales
-from ..model.numpyro_model import ModelArrays, ModelShape, sum_to_zero_basis
-from .packed_stream import PackedStream
-from .streaming import (
+from ...model.log_density import Params, Scales, prior_scales
+from ...model.numpyro_model import ModelArrays, ModelShape, sum_to_zero_basis
+from .packed import PackedStream
+from .stochastic_map import (
     StreamSettings,
     likelihood_weight,
     minibatch_potential,
@@ -36,7 +36,7 @@ from .streaming import (
 )
 
 if TYPE_CHECKING:  # the store is the data layer's; this layer takes it as an argument
-    from ..data.store import BagStore
+    from ...data.store import BagStore
 
 Array = jax.Array
 
@@ -120,7 +120,7 @@ def fit_streaming_svi(
     """Mean-field Gaussian SVI on minibatches streamed from ``store``; arguments as ``fit_streaming``.
 
     ``q`` starts at zero means and ``init_scale`` standard deviations (as
-    ``inference.svi``'s AutoNormal). Needs proper priors: a flat prior has no
+    ``inference.posterior.svi``'s AutoNormal). Needs proper priors: a flat prior has no
     posterior to approximate.
     """
     if prior_scale is None or intercept_scale is None:

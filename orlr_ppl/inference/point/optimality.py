@@ -23,7 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..model.priors import row_norms
+from ...model.priors import row_norms
 
 Array = jax.Array
 Params = dict[str, Array]

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ..model.log_density import Params, Scales, potential, potential_and_grad_on_host, prior_scales
-from ..model.numpyro_model import (
+from ...model.log_density import Params, Scales, potential, potential_and_grad_on_host, prior_scales
+from ...model.numpyro_model import (
     ModelArrays,
     ModelData,
     ModelShape,
@@ -20,9 +20,9 @@ from ..model.numpyro_model import (
     start_params,
     sum_to_zero_basis,
 )
-from ..model.priors import group_laplace_log_normalizer
+from ...model.priors import group_laplace_log_normalizer
+from ..methods import MAP
 from .lbfgs import minimize_lbfgs
-from .methods import MAP
 from .prox import FistaResult, fista, lipschitz_bound
 
 

@@ -70,11 +70,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model.log_density import Scales, prior_scales
-from ..model.numpyro_model import ModelBucket, ModelData, split_model_data, sum_to_zero_basis
-from . import nuts
-from .inference_data import zeros_init
-from .methods import TARGET_ACCEPT
+from ...model.log_density import Scales, prior_scales
+from ...model.numpyro_model import ModelBucket, ModelData, split_model_data, sum_to_zero_basis
+from ..methods import TARGET_ACCEPT
+from ..posterior import nuts
+from ..posterior.inference_data import zeros_init
 
 # Re-exported: ``run_sbc``'s result and its figure, next to it (benchmarks/bench_sbc.py imports them here).
 from .sbc_plot import plot_rank_histograms as plot_rank_histograms

@@ -3,7 +3,7 @@
 A ``data.store.BagStore`` holds flat bags, and streaming it
 (``streaming.model_minibatches``) shuffles, stratifies and packs every
 minibatch on the host, in Python, at every epoch, while the device waits.
-``streaming.write_packed_stream`` does that work once, through this format's
+``stochastic_map.write_packed_stream`` does that work once, through this format's
 writer ``write_packed``: one shuffled, stratified epoch of minibatches, every
 one in the stream's fixed layout (``streaming.stream_plan``), written as one
 ``.npy`` file per bucket array with a leading minibatch axis.
@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..model.numpyro_model import ModelArrays, ModelShape
+from ...model.numpyro_model import ModelArrays, ModelShape
 
 INDEX = "packed.json"
 FORMAT, VERSION = "orlr-ppl packed stream", 1
@@ -53,7 +53,7 @@ def write_packed(
     """Write ``n_batches`` minibatches of one layout into ``folder`` as a packed stream; return it opened.
 
     ``batches``: ``(arrays, shape)`` as ``split_model_data`` gives them, every one of the same
-    shapes (``streaming.write_packed_stream`` makes them from a store). ``about``: the index's
+    shapes (``stochastic_map.write_packed_stream`` makes them from a store). ``about``: the index's
     ``n_bags`` (real bags in all), ``batch_bags``, ``seed``, ``dtype`` and ``source``.
     ``overwrite`` replaces a packed stream already there, never another folder's files.
     """
@@ -105,7 +105,7 @@ def write_packed(
 
 
 class PackedStream:
-    """A stream written by ``write_packed_stream``, opened and checked; ``streaming.fit_streaming``,
+    """A stream written by ``write_packed_stream``, opened and checked; ``stochastic_map.fit_streaming``,
     ``streaming_svi.fit_streaming_svi`` and ``streaming.log_likelihood_and_grad_epoch`` take it in
     place of a ``BagStore``.
 

@@ -47,9 +47,9 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import gammaln, logsumexp, multigammaln, xlogy
 
-from ..dp.packing import canonical_size
-from ..model.distribution import BagLabelSet
-from ..model.model_data import ModelData
+from ...dp.packing import canonical_size
+from ...model.distribution import BagLabelSet
+from ...model.model_data import ModelData
 
 Array = jax.Array
 COVARIANCES = ("diag", "full")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..model.log_density import EStep, Params
-from ..model.numpyro_model import ModelArrays, ModelShape
+from ...model.log_density import EStep, Params
+from ...model.numpyro_model import ModelArrays, ModelShape
 
 Array = jax.Array
 

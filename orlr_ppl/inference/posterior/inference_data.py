@@ -24,8 +24,8 @@ import numpy as np
 import xarray as xr
 from numpyro.infer import Predictive
 
-from ..model.log_density import Scales, prior_scales
-from ..model.numpyro_model import (
+from ...model.log_density import Scales, prior_scales
+from ...model.numpyro_model import (
     ModelArrays,
     ModelData,
     ModelShape,
@@ -35,7 +35,7 @@ from ..model.numpyro_model import (
     start_params,
     sum_to_zero_basis,
 )
-from ..model.priors import HORSESHOE_SITES, horseshoe_weights
+from ...model.priors import HORSESHOE_SITES, horseshoe_weights
 from . import arviz_compat as azc
 
 RAW_SITES = ("W_raw", "beta_raw", "leak_logit", *HORSESHOE_SITES)

@@ -48,8 +48,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import arviz_compat as azc
-from .inference_data import RAW_SITES, with_names
+from ..posterior import arviz_compat as azc
+from ..posterior.inference_data import RAW_SITES, with_names
 
 RHAT_MAX = 1.01
 """Largest acceptable split R-hat."""
@@ -612,7 +612,7 @@ class PointDiagnostics(NamedTuple):
             stochastic EM, whose fixed budget is its setting, not a failure).
         bag_fraction: stochastic EM's fraction of bags per iteration; None
             for EM on every bag, and for MAP.
-        optimality: the first-order residual at the estimate (``inference.optimality``:
+        optimality: the first-order residual at the estimate (``inference.point.optimality``:
             the largest component of the log posterior's gradient); None where not
             measured (the MIMM, a model saved before it was kept).
     """

@@ -18,12 +18,12 @@ from numpyro.infer import SVI, Trace_ELBO, init_to_median, init_to_value
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
 from numpyro.infer.svi import SVIState
 
-from ..model.log_density import Scales, draws_log_densities, prior_scales
-from ..model.model_data import join_model_data, split_model_data
-from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, orlr_model
+from ...model.log_density import Scales, draws_log_densities, prior_scales
+from ...model.model_data import join_model_data, split_model_data
+from ...model.numpyro_model import ModelArrays, ModelData, ModelShape, orlr_model
+from ..methods import SVI as SVISettings
 from .arviz_compat import Posterior
 from .inference_data import RAW_SITES, inference_data, with_derived, zeros_init
-from .methods import SVI as SVISettings
 from .nuts import PROGRESS_SECONDS
 
 

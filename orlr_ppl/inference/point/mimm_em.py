@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from ..model.model_data import ModelData
+from ...model.model_data import ModelData
 from . import em_driver
 from .em_driver import EMSpec, EMState, EStepOut
 from .mimm_steps import (

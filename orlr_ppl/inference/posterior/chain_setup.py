@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model.log_density import Params, Scales, potential
-from ..model.numpyro_model import ModelArrays, ModelData, ModelShape, start_params
+from ...model.log_density import Params, Scales, potential
+from ...model.numpyro_model import ModelArrays, ModelData, ModelShape, start_params
 
 Array = jax.Array
 ChainMethod = Literal["auto", "parallel", "sequential", "vectorized"]

@@ -21,9 +21,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from ..model.numpyro_model import sum_to_zero_basis
-from . import arviz_compat as azc
-from .inference_data import thinned_draws
+from ...model.numpyro_model import sum_to_zero_basis
+from ..posterior import arviz_compat as azc
+from ..posterior.inference_data import thinned_draws
 
 # -- parameters and ranks -------------------------------------------------------
 

@@ -29,12 +29,12 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from scipy.linalg import cho_factor, solve_triangular
 
-from ..model.log_density import draws_log_densities, hessian_chunks, potential_hessian, prior_scales
-from ..model.numpyro_model import ModelData, split_model_data
+from ...model.log_density import draws_log_densities, hessian_chunks, potential_hessian, prior_scales
+from ...model.numpyro_model import ModelData, split_model_data
+from ..methods import Laplace
+from ..point.map import MAPResult, fit_map
 from .arviz_compat import Posterior
 from .inference_data import RAW_SITES, inference_data, with_derived
-from .map import MAPResult, fit_map
-from .methods import Laplace
 
 METHOD = "laplace"
 """``sample_stats.attrs["inference"]`` of a Laplace posterior: what the diagnostics read to name it."""

@@ -57,7 +57,7 @@ import numpy as np
 import optax
 from jax import lax, random
 
-from ..model.log_density import (
+from ...model.log_density import (
     EStep,
     FlatRows,
     Params,
@@ -70,7 +70,7 @@ from ..model.log_density import (
     potential,
     prior_scales,
 )
-from ..model.numpyro_model import (
+from ...model.numpyro_model import (
     ModelArrays,
     ModelData,
     ModelShape,
@@ -79,12 +79,12 @@ from ..model.numpyro_model import (
     start_params,
     sum_to_zero_basis,
 )
-from ..model.priors import group_laplace_log_prob, l21_log_prior
-from ..model.sharding import is_sharded
+from ...model.priors import group_laplace_log_prob, l21_log_prior
+from ...model.sharding import is_sharded
+from ..methods import EM
 from . import em_driver
 from .em_driver import EMSpec, EMState, EStepFn, EStepOut, MStepFn
 from .leak_step import leak_gradient, leak_update
-from .methods import EM
 from .optimality import stationarity
 from .prox import lipschitz_bound, proximal_steps
 from .stochastic_em import draw_bags, sample_sizes, weighted

@@ -29,9 +29,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from ..model.numpyro_model import ModelData
+from ...model.numpyro_model import ModelData
+from ..methods import MAP
 from .laplace import Gaussian, laplace_approximation
-from .methods import MAP
 
 SCALE_RANGE = (1e-2, 1e2)
 """The scales searched (Normal prior sds on standardised features)."""

@@ -15,7 +15,7 @@ bags (fixed layouts, sharding) count for nothing, and under a multi-device or
 multi-host mesh it is the global count.
 
 ``fit_streaming`` follows the estimate's gradient with Adam: a stochastic MAP
-(``streaming_svi.fit_streaming_svi`` fits a mean-field Gaussian posterior on
+(``streaming.svi.fit_streaming_svi`` fits a mean-field Gaussian posterior on
 the same stream). ``log_likelihood_and_grad_epoch`` sums the exact full-data
 potential and gradient over one pass of the stream.
 
@@ -41,9 +41,9 @@ import optax
 from jax.sharding import Mesh
 from numpyro.infer.util import potential_energy
 
-from ..dp.packing import Layout, stream_layout
-from ..model.log_density import Params, Scales, prior_scales
-from ..model.numpyro_model import (
+from ...dp.packing import Layout, stream_layout
+from ...model.log_density import Params, Scales, prior_scales
+from ...model.numpyro_model import (
     ModelArrays,
     ModelData,
     ModelShape,
@@ -53,11 +53,11 @@ from ..model.numpyro_model import (
     split_model_data,
     sum_to_zero_basis,
 )
-from ..model.sharding import replicate, shard_model_data
-from .packed_stream import PackedStream, write_packed
+from ...model.sharding import replicate, shard_model_data
+from .packed import PackedStream, write_packed
 
 if TYPE_CHECKING:  # the store is the data layer's; this layer takes it as an argument
-    from ..data.store import BagStore
+    from ...data.store import BagStore
 
 Array = jax.Array
 S = TypeVar("S")  # a fit's optimiser state
@@ -180,7 +180,7 @@ def write_packed_stream(
         folder: a new or empty folder (or a packed stream to replace, with ``overwrite``).
         batch_bags: bags a minibatch holds at most; None: ``DEFAULT_BATCH_BAGS``.
         seed: the shuffle that deals the bags to the minibatches.
-    The files hold the padded buckets, with their masks (``packed_stream``): 5.5 GB for the
+    The files hold the padded buckets, with their masks (``streaming.packed``): 5.5 GB for the
     synthetic million of ``benchmarks/bench_scale.py``, whose store takes 1.5 GB.
     """
     batch_bags = DEFAULT_BATCH_BAGS if batch_bags is None else int(batch_bags)
@@ -422,7 +422,7 @@ def fit_streaming(
 
     Args:
         store: a ``data.store.BagStore``, whose minibatches are drawn and packed
-            afresh every epoch; or a ``packed_stream.PackedStream``, packed
+            afresh every epoch; or a ``packed.PackedStream``, packed
             once and read ahead in the background (fixed minibatches, a fresh
             order every epoch), for a host that would otherwise keep the
             device waiting.

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..model.priors import row_norms
+from ...model.priors import row_norms
 
 Array = jax.Array
 Params = dict[str, Array]
