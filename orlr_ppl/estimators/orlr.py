@@ -52,7 +52,13 @@ from .base import BagClassifier, Bags
 from .inputs import fit_inputs, fit_label_sets, infer_n_classes, split_by_bag
 from .kernel_features import KernelFeatures
 from .model_selection import select_by_bag_cv
-from .relaxed import NOVEL_CLASS_NAME, check_leak, relaxed_draw_log_likelihoods, relaxed_draw_posteriors
+from .relaxed import (
+    NOVEL_CLASS_NAME,
+    RelaxedDraws,
+    check_leak,
+    relaxed_draw_log_likelihoods,
+    relaxed_draw_posteriors,
+)
 
 if TYPE_CHECKING:  # diagnostics imports ArviZ: loaded only when a fit or a report needs it
     from ..inference.checks.diagnostics import Diagnostics, PointDiagnostics
@@ -618,14 +624,18 @@ class ORLR(KernelFeatures, BagClassifier):
     def _draw_log_likelihoods(self, feats: list[np.ndarray], sets: list[np.ndarray]) -> Iterator[np.ndarray]:
         """Per draw (or the point estimate), (B,) ``log p(Y_b | X_b, theta_s)``, from the logits (the
         relaxed union's E-step with a novel class or a leak)."""
-        w, b = self._draws()
         if self._relaxed():
-            leak = self._leak_draws(len(w))
-            args = (self.n_classes_, self.novel_class, self.max_labels)
-            yield from relaxed_draw_log_likelihoods(feats, sets, w, b, leak, *args)
+            yield from relaxed_draw_log_likelihoods(feats, sets, self._relaxed_draws())
             return
-        for ws, bs in zip(w, b):
+        for ws, bs in zip(*self._draws()):
             yield bag_log_likelihood([x @ ws + bs for x in feats], sets, self.max_labels)
+
+    def _relaxed_draws(self) -> RelaxedDraws:
+        """The fitted model as the relaxed union's E-step takes it."""
+        w, b = self._draws()
+        return RelaxedDraws(
+            w, b, self._leak_draws(len(w)), self.n_classes_, self.novel_class, self.max_labels
+        )
 
     def _relaxed(self) -> bool:
         """A novel class or a leak: transductive posteriors need the model's E-step (``relaxed``)."""
@@ -643,11 +653,10 @@ class ORLR(KernelFeatures, BagClassifier):
         every draw of every bag in one DP call. With a novel class or a leak, the model's E-step
         (``relaxed_draw_posteriors``), which conditions on known labels as a fit with them does.
         """
-        w, b = self._draws()
         if self._relaxed():
-            args = (self._leak_draws(len(w)), self.n_classes_, self.novel_class, self.max_labels)
-            yield from relaxed_draw_posteriors(feats, sets, w, b, *args, instance_labels=known)
+            yield from relaxed_draw_posteriors(feats, sets, self._relaxed_draws(), instance_labels=known)
             return
+        w, b = self._draws()
         if known is not None:
             logits = [
                 with_known_labels(np.einsum("nd,sdc->snc", x, w) + b[:, None, :], k)
