@@ -2,19 +2,17 @@
 
 ``ORLR`` holds the model (its prior, novel class and leak, class count,
 label-set limit and feature map) and takes the inference method's settings as
-one object (``inference.methods``: ``EM``, ``MAP``, ``NUTS``, ``SVI``), as
-NumPyro keeps a kernel's settings apart from its driver. ``ORLRCV`` chooses the
-prior's scale (and a kernel's width) by bag-level cross-validation, as
-scikit-learn's ``LogisticRegressionCV`` does.
+one object (``inference.methods``: ``EM``, ``MAP``, ``Laplace``, ``NUTS``, ``SVI``),
+whose ``fit`` runs on the packed bags, as NumPyro keeps a kernel apart from its
+driver. ``ORLRCV`` chooses the prior's scale (and a kernel's width) by bag-level
+cross-validation, as scikit-learn's ``LogisticRegressionCV`` does.
 
-Fitting runs the inference layer's MAP, EM, Laplace, NUTS or SVI; predictions come from
-the shared ``BagClassifier`` interface, refined here to average over the
-posterior draws when the fit has them (a point estimate is one draw).
+Predictions come from the shared ``BagClassifier`` interface, refined here to
+average over the posterior draws when the fit has them (a point estimate is one draw).
 """
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
@@ -36,7 +34,7 @@ from ..dp.ragged import bag_log_likelihood, draw_posteriors_on_host, instance_po
 from ..dp.validation import DEFAULT_MAX_LABELS, check_features, check_known_labels
 from ..evaluation.metrics import CREDIBLE_MASS, check_credible_mass, equal_tailed_interval
 from ..features import RBFDictionary, fit_bags, make_feature_map, median_gamma, split_kernel
-from ..features.maps import HEAVY_TAIL_Z, extreme_z, is_quantile_map, kernel_step, to_feature_units
+from ..features.maps import kernel_step, to_feature_units
 from ..inference import methods
 from ..inference.methods import EM, MAP, NUTS, SVI, Inference, Laplace
 from ..inference.point.em_driver import relative_change
@@ -49,6 +47,7 @@ from . import (  # its grids read at fit time, so one assignment changes both es
 )
 from .annotation import Strategy, check_query, entropy, query_table, with_known_labels
 from .base import BagClassifier, Bags
+from .feature_notes import heavy_tail_note, heavy_tailed_features
 from .inputs import fit_inputs, fit_label_sets, infer_n_classes, split_by_bag
 from .kernel_features import KernelFeatures
 from .model_selection import select_by_bag_cv
@@ -345,14 +344,7 @@ class ORLR(KernelFeatures, BagClassifier):
 
     def _fit_point(self, data: ModelData, method: EM | MAP) -> None:
         """EM or MAP: ``coef_``, ``intercept_``, the optimiser's report, and EM's ``history_``."""
-        res = fit_point(
-            data,
-            method,
-            self.prior_scale_,
-            self.intercept_scale,
-            self.fit_intercept,
-            seed=self._seed(),
-        )
+        res = method.fit(data, self.prior_scale_, self.intercept_scale, self.fit_intercept, self._seed())
         self.coef_, self.intercept_ = res.coef, res.intercept
         self.leak_ = res.leak if self.leak == "learn" else self.leak
         self.log_posterior_, self.n_iter_, self.converged_ = res.log_posterior, res.n_iter, res.converged
@@ -367,9 +359,7 @@ class ORLR(KernelFeatures, BagClassifier):
         and its draws; Laplace's mode and evidence too."""
         from ..inference.posterior.inference_data import with_names
 
-        res = fit_posterior(
-            data, method, self.prior_scale_, self.intercept_scale, self.fit_intercept, self._seed()
-        )
+        res = method.fit(data, self.prior_scale_, self.intercept_scale, self.fit_intercept, self._seed())
         if res.losses is not None:
             self.losses_ = res.losses
         if res.gaussian is not None:
@@ -881,7 +871,7 @@ class ORLR(KernelFeatures, BagClassifier):
             nc = param_file.parent / "posterior.nc"
             if not nc.is_file():
                 raise ValueError(f"{nc} is missing: a {method.name} model keeps its posterior there")
-            self._set_posterior(read_posterior(nc))
+            self._set_posterior(persistence.read_posterior(nc))
             self._diagnostics = None
         heavy = getattr(self, "heavy_tailed_features_", None)
         if heavy is not None and not (
@@ -1072,227 +1062,6 @@ class ORLRCV(ORLR):
         return self._chosen.get("gamma"), self._chosen["prior_scale"]
 
 
-def heavy_tailed_features(x: np.ndarray, fmap: Any, names: Sequence[str] | None) -> dict[str, float]:
-    """Name -> largest |z| of the features of the (n, d) training instances ``x`` that reach ``HEAVY_TAIL_Z``.
-
-    Empty under a quantile map (``features="quantile-normal"``), the remedy ``heavy_tail_note`` offers.
-    ``names``: the d feature names, default ``"0"``, ``"1"``, ... (the posterior's labels without names).
-    """
-    if is_quantile_map(fmap):
-        return {}
-    z = extreme_z(x)
-    names = [str(j) for j in range(len(z))] if names is None else [str(n) for n in names]
-    return {n: float(v) for n, v in zip(names, z, strict=True) if v >= HEAVY_TAIL_Z}
-
-
-def heavy_tail_note(heavy: dict[str, float], diagnostics: Diagnostics) -> str:
-    """A sentence for the ``ConvergenceWarning`` when failing weights ``W[feature, class]`` sit on the
-    ``heavy`` features (``heavy_tailed_features``); empty when none does.
-
-    Such a weight is set by a few extreme instances, and its chains mix slowly. On HJA union this
-    was the worst weight in most folds, and the quantile-normal map made every fold converge
-    (REPRODUCTION.md), so the note offers it.
-    """
-    from ..inference.checks.diagnostics import failing_parameters
-
-    failing = failing_parameters(diagnostics)
-    named = {f: z for f, z in heavy.items() if any(p.startswith(f"W[{f}, ") for p in failing)}
-    if not named:
-        return ""
-    listed = ", ".join(f"{f} ({z:.1f} sd)" for f, z in sorted(named.items(), key=lambda fz: -fz[1]))
-    return (
-        "failing weights W[f, ...] sit on heavy-tailed features f, whose training values reach far "
-        f"from their mean: f = {listed}. A few extreme instances set such a weight, and its chains "
-        "mix slowly: refit with ORLR(features='quantile-normal') (each feature through its training "
-        "quantiles to a Normal), which made such chains converge on HJA birdsong"
-    )
-
-
-# -- fitting back ends: the inference layer's EM, MAP, NUTS and SVI, one call each --
-
-
-class PointFit(NamedTuple):
-    """An EM or MAP point estimate.
-
-    Attributes:
-        coef: (d, C) weights. intercept: (C,) intercepts.
-        log_posterior: the final log posterior. n_iter: iterations run.
-        converged: the first-order condition holds (``optimality <= tol``).
-        history: EM: (n_iter + 1,) log posterior per iteration; MAP: None.
-        leak: the learnt leak probability (``leak="learn"``), else None.
-        optimality: the first-order residual at the estimate (``inference.point.optimality``).
-    """
-
-    coef: np.ndarray
-    intercept: np.ndarray
-    log_posterior: float
-    n_iter: int
-    converged: bool
-    history: np.ndarray | None
-    leak: float | None = None
-    optimality: float = float("nan")
-
-
-def fit_point(
-    data: ModelData,
-    method: EM | MAP,
-    prior_scale: float | None,
-    intercept_scale: float | None,
-    fit_intercept: bool,
-    seed: int = 0,
-) -> PointFit:
-    """EM (stochastic EM's subsets drawn from ``seed``) or MAP by L-BFGS, with ``method``'s settings."""
-    from ..inference.point.em import fit_em
-    from ..inference.point.map import fit_map
-
-    scales = {"prior_scale": prior_scale, "intercept_scale": intercept_scale, "fit_intercept": fit_intercept}
-    if isinstance(method, EM):
-        res = fit_em(
-            data,
-            **scales,
-            max_iter=method.max_iter,
-            m_steps=method.m_steps,
-            tol=method.tol,
-            bag_fraction=method.bag_fraction,
-            seed=seed,
-        )
-        history = res.history
-    else:
-        res = fit_map(data, **scales, max_iter=method.max_iter, tol=method.tol)
-        history = None
-    coef, intercept = np.asarray(res.W), np.asarray(res.beta)
-    return PointFit(
-        coef, intercept, res.log_posterior, res.n_iter, res.converged, history, res.leak, res.optimality
-    )
-
-
-class PosteriorFit(NamedTuple):
-    """A Laplace, NUTS or SVI posterior.
-
-    Attributes:
-        posterior: the draws (``arviz_compat.Posterior``).
-        losses: SVI: (num_steps,) the loss (negative ELBO) per step; else None.
-        gaussian: Laplace: the approximation (``laplace.Gaussian``: its MAP, Hessian and
-            evidence); else None.
-    """
-
-    posterior: Posterior
-    losses: np.ndarray | None
-    gaussian: Any = None
-
-
-def fit_posterior(
-    data: ModelData,
-    method: Laplace | NUTS | SVI,
-    prior_scale: float | None,
-    intercept_scale: float | None,
-    fit_intercept: bool,
-    seed: int = 0,
-) -> PosteriorFit:
-    """The posterior with ``method``'s settings: the Laplace approximation's draws (float64
-    ``data`` under ``jax.enable_x64``), NUTS's, or an SVI guide's."""
-    from ..inference.posterior.chain_setup import check_whitenable, whitened_size
-    from ..inference.posterior.laplace import fit_laplace
-    from ..inference.posterior.nuts import fit_nuts
-    from ..inference.posterior.svi import fit_svi
-
-    if isinstance(method, Laplace):
-        res = fit_laplace(
-            data,
-            prior_scale,
-            intercept_scale,
-            fit_intercept,
-            method.num_draws,
-            seed,
-            method.max_iter,
-            method.tol,
-        )
-        return PosteriorFit(res.posterior, None, res.gaussian)
-
-    common = {
-        "prior_scale": prior_scale,
-        "intercept_scale": intercept_scale,
-        "fit_intercept": fit_intercept,
-        "seed": seed,
-        "progress_bar": method.progress_bar,
-    }
-    if isinstance(method, NUTS):
-        if method.whiten:
-            check_whitenable(whitened_size(data, fit_intercept))
-        if method.progress_bar and method.init == "map":  # seconds of compiling before NUTS's own bar
-            _say("NUTS: finding the MAP to start from (compiling)…")
-        start = (
-            nuts_start(data, prior_scale, intercept_scale, fit_intercept) if method.init == "map" else None
-        )
-        idata = fit_nuts(
-            data,
-            num_warmup=method.num_warmup,
-            num_samples=method.num_samples,
-            num_chains=method.num_chains,
-            max_num_samples=method.draw_budget(),
-            init_values=start,
-            dense_mass=method.dense_mass,
-            whiten=method.whiten,
-            target_accept_prob=method.acceptance(data.weight_prior),
-            **common,
-        )
-        return PosteriorFit(idata, None)
-    if method.progress_bar:  # NumPyro's bar appears only once the first step has compiled
-        _say("SVI: compiling the ELBO and its gradient…")
-    start = nuts_start(data, prior_scale, intercept_scale, fit_intercept) if method.init == "map" else None
-    res = fit_svi(
-        data,
-        guide=method.guide,  # type: ignore[arg-type]
-        num_steps=method.num_steps,
-        learning_rate=method.learning_rate,
-        subsample_size=method.subsample_size,
-        num_draws=method.num_draws,
-        init_values=start,
-        **common,
-    )
-    return PosteriorFit(res.posterior, res.losses)
-
-
-def _say(line: str) -> None:
-    """A progress line on stderr, where the bars are."""
-    print(line, file=sys.stderr, flush=True)
-
-
-def nuts_start(
-    data: ModelData, prior_scale: float | None, intercept_scale: float | None, fit_intercept: bool
-) -> dict[str, np.ndarray]:
-    """Raw starting parameters for NUTS and SVI: the MAP under the same prior.
-
-    The MAP is found in float64 whatever ``data``'s dtype, to ``MAP()``'s first-order
-    tolerance: in float32 L-BFGS's line search stalls short of it (the log posterior's
-    round-off hides the last rises), and the chains' jitter and a whitening are
-    measured from this point.
-
-    Returns ``W_raw`` (d, C - 1) and, with intercepts, ``beta_raw`` (C - 1,):
-    the MAP in the model's sum-to-zero basis.
-    """
-    from ..inference.point.map import fit_map
-    from ..model.numpyro_model import sum_to_zero_basis
-    from ..model.priors import horseshoe_start
-
-    # A few hundred L-BFGS steps cost less than the warmup iterations they save. The group
-    # horseshoe has no MAP: its start is the Normal prior's MAP of the same scale, in its sites.
-    horseshoe = data.weight_prior == "group_horseshoe"
-    point_data = data._replace(weight_prior="normal") if horseshoe else data
-    wide = tuple(b._replace(features=np.asarray(b.features, np.float64)) for b in point_data.buckets)
-    with jax.enable_x64(True):
-        fit = fit_map(
-            point_data._replace(buckets=wide), prior_scale, intercept_scale, fit_intercept=fit_intercept
-        )
-    basis = sum_to_zero_basis(data.n_outputs)
-    start = horseshoe_start(fit.W @ basis, prior_scale) if horseshoe else {"W_raw": fit.W @ basis}
-    if fit_intercept:
-        start["beta_raw"] = fit.beta @ basis
-    if fit.leak is not None and data.leak == "learn":
-        start["leak_logit"] = np.log(fit.leak) - np.log1p(-fit.leak)
-    return start
-
-
 class Draws(NamedTuple):
     """Posterior means and the draws kept for prediction.
 
@@ -1321,21 +1090,6 @@ def thin_draws(idata: Posterior, max_draws: int) -> Draws:
         return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep])
     leak = np.asarray(idata.posterior["leak"]).reshape(-1)
     return Draws(w.mean(axis=0), b.mean(axis=0), w[keep], b[keep], float(leak.mean()), leak[keep])
-
-
-def read_posterior(nc: Path) -> Posterior:
-    """Read a saved ``posterior.nc`` into memory (ValueError naming the file if it cannot be read)."""
-    from ..inference.posterior.arviz_compat import from_netcdf
-
-    try:
-        # Eager: read into memory and close the file, so the model can be saved over its own folder.
-        idata = from_netcdf(str(nc))
-    except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # netCDF4, h5py and xarray differ
-        raise ValueError(f"{nc} is unreadable (truncated or not netCDF?): {err}; re-save the model") from err
-    posterior = getattr(idata, "posterior", None)
-    if posterior is None or not {"W", "beta"} <= set(posterior.data_vars):
-        raise ValueError(f"{nc} holds no posterior draws of W and beta: re-save the model")
-    return idata
 
 
 def pruned(

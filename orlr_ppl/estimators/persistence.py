@@ -222,6 +222,21 @@ def unfitted_description(transformer: Any) -> Any:
     return to_saved(clone(transformer))[0]
 
 
+def read_posterior(nc: Path) -> Any:
+    """Read a saved ``posterior.nc`` into memory (ValueError naming the file if it cannot be read)."""
+    from ..inference.posterior.arviz_compat import from_netcdf
+
+    try:
+        # Eager: read into memory and close the file, so the model can be saved over its own folder.
+        idata = from_netcdf(str(nc))
+    except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # netCDF4, h5py and xarray differ
+        raise ValueError(f"{nc} is unreadable (truncated or not netCDF?): {err}; re-save the model") from err
+    posterior = getattr(idata, "posterior", None)
+    if posterior is None or not {"W", "beta"} <= set(posterior.data_vars):
+        raise ValueError(f"{nc} holds no posterior draws of W and beta: re-save the model")
+    return idata
+
+
 # -- compatibility with orlr-ppl 0.1, all of it here ---------------------------------------------
 
 COMPAT_REMOVED_IN = (1, 0)

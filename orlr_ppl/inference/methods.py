@@ -21,8 +21,14 @@ layer (``em.fit_em``, ``map.fit_map``, ``laplace.fit_laplace``, ``nuts.fit_nuts`
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..model.model_data import ModelData
 
 TARGET_ACCEPT = 0.8
 """NUTS's target acceptance of warmup's step size, unless ``NUTS(target_accept=...)`` is set."""
@@ -35,14 +41,72 @@ def _positive_int(owner: str, name: str, value: Any, minimum: int = 1) -> None:
         raise ValueError(f"{owner}({name}={value!r}): give an integer >= {minimum}")
 
 
+class PointFit(NamedTuple):
+    """An EM or MAP point estimate (``EM.fit``, ``MAP.fit``).
+
+    Attributes:
+        coef: (d, C) weights. intercept: (C,) intercepts.
+        log_posterior: the final log posterior. n_iter: iterations run.
+        converged: the first-order condition holds (``optimality <= tol``).
+        history: EM: (n_iter + 1,) log posterior per iteration; MAP: None.
+        leak: the learnt leak probability (``leak="learn"``), else None.
+        optimality: the first-order residual at the estimate (``point.optimality``).
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    log_posterior: float
+    n_iter: int
+    converged: bool
+    history: np.ndarray | None
+    leak: float | None = None
+    optimality: float = float("nan")
+
+
+class PosteriorFit(NamedTuple):
+    """A Laplace, NUTS or SVI posterior (``Laplace.fit``, ``NUTS.fit``, ``SVI.fit``).
+
+    Attributes:
+        posterior: the draws (``posterior.arviz_compat.Posterior``).
+        losses: SVI: (num_steps,) the loss (negative ELBO) per step; else None.
+        gaussian: Laplace: the approximation (``posterior.laplace.Gaussian``: its MAP,
+            Hessian and evidence); else None.
+    """
+
+    posterior: Any
+    losses: np.ndarray | None
+    gaussian: Any = None
+
+
 class _Settings:
-    """Shared by the settings classes: a repr of the fields that differ from their defaults.
+    """Shared by the settings classes: ``fit``, and a repr of the fields that differ from their defaults.
 
     ``posterior`` (a class attribute): the method gives the full posterior (``posterior_``,
-    draws), not a point estimate.
+    draws), not a point estimate. ``runner``: ``"module:function"``, the function that fits with
+    these settings, named rather than imported because its module takes its defaults from here.
     """
 
     posterior: ClassVar[bool] = False
+    runner: ClassVar[str]
+
+    def fit(
+        self,
+        data: ModelData,
+        prior_scale: float | None,
+        intercept_scale: float | None,
+        fit_intercept: bool,
+        seed: int = 0,
+    ) -> PointFit | PosteriorFit:
+        """Fit ``orlr_model`` to ``data`` (``make_model_data``) under its priors with these settings.
+
+        Returns a ``PointFit`` (EM, MAP) or a ``PosteriorFit`` (Laplace, NUTS, SVI). The
+        settings object is the method and its module the driver, as NumPyro's ``NUTS`` kernel
+        beside ``MCMC``; ``seed`` draws stochastic EM's subsets, the chains' and SVI's randomness,
+        and the Laplace draws.
+        """
+        module, name = self.runner.split(":")
+        run = getattr(importlib.import_module(module), name)
+        return run(self, data, prior_scale, intercept_scale, fit_intercept, seed)
 
     def __repr__(self) -> str:
         changed = [
@@ -77,6 +141,7 @@ class EM(_Settings):
     m_steps: int = 10
     bag_fraction: float = 1.0
     name: ClassVar[str] = "em"
+    runner: ClassVar[str] = "orlr_ppl.inference.point.em:run"
 
     def __post_init__(self) -> None:
         _check_optimiser("EM", self.max_iter, self.tol)
@@ -106,6 +171,7 @@ class MAP(_Settings):
     max_iter: int = 1000
     tol: float = 1e-3
     name: ClassVar[str] = "map"
+    runner: ClassVar[str] = "orlr_ppl.inference.point.map:run"
 
     def __post_init__(self) -> None:
         _check_optimiser("MAP", self.max_iter, self.tol)
@@ -139,6 +205,7 @@ class Laplace(_Settings):
     max_iter: int = MAP.max_iter
     tol: float = MAP.tol
     name: ClassVar[str] = "laplace"
+    runner: ClassVar[str] = "orlr_ppl.inference.posterior.laplace:run"
     posterior: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -187,6 +254,7 @@ class NUTS(_Settings):
     init: str = "map"
     progress_bar: bool = True
     name: ClassVar[str] = "nuts"
+    runner: ClassVar[str] = "orlr_ppl.inference.posterior.nuts:run"
     posterior: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -243,6 +311,7 @@ class SVI(_Settings):
     init: str = "map"
     progress_bar: bool = True
     name: ClassVar[str] = "svi"
+    runner: ClassVar[str] = "orlr_ppl.inference.posterior.svi:run"
     posterior: ClassVar[bool] = True
 
     def __post_init__(self) -> None:

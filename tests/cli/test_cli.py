@@ -592,7 +592,7 @@ def _advice_of_every_kind() -> list[str]:
     """The warning of each kind of failed fit, as the diagnostics write it for Python users."""
     import pandas as pd
 
-    from orlr_ppl.estimators.orlr import heavy_tail_note
+    from orlr_ppl.estimators.feature_notes import heavy_tail_note
     from orlr_ppl.inference.checks import diagnostics as dg
 
     table = pd.DataFrame(

@@ -470,7 +470,7 @@ def test_chains_start_at_a_first_order_optimum_from_float32_data():
     import jax
 
     from orlr_ppl.datasets import make_miml_digits
-    from orlr_ppl.estimators.orlr import nuts_start
+    from orlr_ppl.inference.point.map import sampler_start
     from orlr_ppl.model.log_density import potential_and_grad_on_host, prior_scales
     from orlr_ppl.model.model_data import make_model_data, split_model_data
 
@@ -478,7 +478,7 @@ def test_chains_start_at_a_first_order_optimum_from_float32_data():
     pixels = np.concatenate(ds.bags)
     xs = [(b - pixels.mean(0)) / (pixels.std(0) + 1e-3) for b in ds.bags]
     data = make_model_data([x.astype(np.float32) for x in xs], ds.label_sets, n_classes=10)
-    start = nuts_start(data, 1.0, 10.0, True)
+    start = sampler_start(data, 1.0, 10.0, True)
     with jax.enable_x64(True):
         wide = make_model_data(xs, ds.label_sets, n_classes=10, dtype=np.float64)
         arrays, shape = split_model_data(wide)

@@ -22,7 +22,7 @@ from orlr_ppl import EM, MAP, MIMM, NUTS, ORLR, SIM, MajorityClass, SoftmaxRegre
 from orlr_ppl.cli import main
 from orlr_ppl.data.datasets import make_miml_digits
 from orlr_ppl.estimators.base import BagClassifier
-from orlr_ppl.estimators.orlr import heavy_tail_note, heavy_tailed_features
+from orlr_ppl.estimators.feature_notes import heavy_tail_note, heavy_tailed_features
 from orlr_ppl.features import fit_bags, make_feature_map
 from orlr_ppl.features.maps import HEAVY_TAIL_Z, extreme_z
 from orlr_ppl.inference.checks.diagnostics import ConvergenceWarning, warning_message

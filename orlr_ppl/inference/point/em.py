@@ -81,7 +81,7 @@ from ...model.numpyro_model import (
 )
 from ...model.priors import group_laplace_log_prob, l21_log_prior
 from ...model.sharding import is_sharded
-from ..methods import EM
+from ..methods import EM, PointFit
 from . import em_driver
 from .em_driver import EMSpec, EMState, EStepFn, EStepOut, MStepFn
 from .leak_step import leak_gradient, leak_update
@@ -551,4 +551,30 @@ def fit_em(
         bool(state.converged),
         fitted_leak(state.params, data),
         float(state.residual),
+    )
+
+
+def run(
+    method: EM,
+    data: ModelData,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool,
+    seed: int = 0,
+) -> PointFit:
+    """``EM.fit``: ``fit_em`` with ``method``'s settings (stochastic EM's subsets drawn from ``seed``)."""
+    res = fit_em(
+        data,
+        prior_scale,
+        intercept_scale,
+        fit_intercept=fit_intercept,
+        max_iter=method.max_iter,
+        m_steps=method.m_steps,
+        tol=method.tol,
+        bag_fraction=method.bag_fraction,
+        seed=seed,
+    )
+    coef, intercept = np.asarray(res.W), np.asarray(res.beta)
+    return PointFit(
+        coef, intercept, res.log_posterior, res.n_iter, res.converged, res.history, res.leak, res.optimality
     )

@@ -31,7 +31,7 @@ from scipy.linalg import cho_factor, solve_triangular
 
 from ...model.log_density import draws_log_densities, hessian_chunks, potential_hessian, prior_scales
 from ...model.numpyro_model import ModelData, split_model_data
-from ..methods import Laplace
+from ..methods import Laplace, PosteriorFit
 from ..point.map import MAPResult, fit_map
 from .arviz_compat import Posterior
 from .inference_data import RAW_SITES, inference_data, with_derived
@@ -178,3 +178,19 @@ def fit_laplace(
         data, chains, model_kwargs, log_lik[None], stats, seed=seed + 2, sample_stats_attrs=attrs
     )
     return LaplaceFit(posterior, gaussian)
+
+
+def run(
+    method: Laplace,
+    data: ModelData,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool,
+    seed: int = 0,
+) -> PosteriorFit:
+    """``Laplace.fit``: ``fit_laplace`` with ``method``'s settings (float64 ``data`` under
+    ``jax.enable_x64``); the draws from ``seed``."""
+    res = fit_laplace(
+        data, prior_scale, intercept_scale, fit_intercept, method.num_draws, seed, method.max_iter, method.tol
+    )
+    return PosteriorFit(res.posterior, None, res.gaussian)

@@ -40,6 +40,7 @@ package's ``diagnostics`` read them.
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from typing import NamedTuple
 
@@ -59,17 +60,20 @@ from ...model.log_density import (
     prior_scales,
 )
 from ...model.numpyro_model import ModelArrays, ModelData, ModelShape, split_model_data
-from ..methods import NUTS, TARGET_ACCEPT
+from ..methods import NUTS, TARGET_ACCEPT, PosteriorFit
+from ..point.map import sampler_start
 from .arviz_compat import Posterior
 from .chain_setup import (
     ChainMethod,
     Spec,
     Whitening,
+    check_whitenable,
     from_model,
     jittered_inits,
     laplace_whitening,
     resolve_chain_method,
     to_model,
+    whitened_size,
 )
 from .inference_data import inference_data, tree_depth, with_derived, zeros_init
 
@@ -511,3 +515,44 @@ def fit_nuts(
         "interrupted": int(chains.interrupted),
     }
     return inference_data(data, draws, model_kwargs, log_lik, stats, seed=seed, sample_stats_attrs=attrs)
+
+
+def progress_line(line: str) -> None:
+    """A progress line on stderr, where the bars are: the seconds of compiling before a bar shows."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(
+    method: NUTS,
+    data: ModelData,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool,
+    seed: int = 0,
+) -> PosteriorFit:
+    """``NUTS.fit``: ``fit_nuts`` with ``method``'s settings, the chains started from the MAP
+    (``point.map.sampler_start``) unless ``init="zeros"``."""
+    if method.whiten:
+        check_whitenable(whitened_size(data, fit_intercept))
+    start = None
+    if method.init == "map":
+        if method.progress_bar:  # seconds of compiling before NUTS's own bar
+            progress_line("NUTS: finding the MAP to start from (compiling)…")
+        start = sampler_start(data, prior_scale, intercept_scale, fit_intercept)
+    posterior = fit_nuts(
+        data,
+        prior_scale=prior_scale,
+        intercept_scale=intercept_scale,
+        fit_intercept=fit_intercept,
+        num_warmup=method.num_warmup,
+        num_samples=method.num_samples,
+        num_chains=method.num_chains,
+        seed=seed,
+        progress_bar=method.progress_bar,
+        init_values=start,
+        target_accept_prob=method.acceptance(data.weight_prior),
+        dense_mass=method.dense_mass,
+        max_num_samples=method.draw_budget(),
+        whiten=method.whiten,
+    )
+    return PosteriorFit(posterior, None)

@@ -22,9 +22,11 @@ from ...model.log_density import Scales, draws_log_densities, prior_scales
 from ...model.model_data import join_model_data, split_model_data
 from ...model.numpyro_model import ModelArrays, ModelData, ModelShape, orlr_model
 from ..methods import SVI as SVISettings
+from ..methods import PosteriorFit
+from ..point.map import sampler_start
 from .arviz_compat import Posterior
 from .inference_data import RAW_SITES, inference_data, with_derived, zeros_init
-from .nuts import PROGRESS_SECONDS
+from .nuts import PROGRESS_SECONDS, progress_line
 
 
 class SVIResult(NamedTuple):
@@ -260,3 +262,33 @@ def guide_draws(
     # supports: no transform); test_svi holds NumPyro to that layout.
     latent = jax.vmap(lambda d: ravel_pytree(d)[0])(draws)
     return draws, auto.get_posterior(params).log_prob(latent)
+
+
+def run(
+    method: SVISettings,
+    data: ModelData,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool,
+    seed: int = 0,
+) -> PosteriorFit:
+    """``SVI.fit``: ``fit_svi`` with ``method``'s settings, the guide's means started at the MAP
+    (``point.map.sampler_start``) unless ``init="zeros"``."""
+    if method.progress_bar:  # NumPyro's bar appears only once the first step has compiled
+        progress_line("SVI: compiling the ELBO and its gradient…")
+    start = sampler_start(data, prior_scale, intercept_scale, fit_intercept) if method.init == "map" else None
+    res = fit_svi(
+        data,
+        prior_scale=prior_scale,
+        intercept_scale=intercept_scale,
+        fit_intercept=fit_intercept,
+        guide=method.guide,  # type: ignore[arg-type]
+        num_steps=method.num_steps,
+        learning_rate=method.learning_rate,
+        subsample_size=method.subsample_size,
+        num_draws=method.num_draws,
+        seed=seed,
+        progress_bar=method.progress_bar,
+        init_values=start,
+    )
+    return PosteriorFit(res.posterior, res.losses)
