@@ -224,7 +224,7 @@ class ORLR(KernelFeatures, BagClassifier):
             raise ValueError("prune leaves bags out: give instance_labels with prune=0")
         feats, label_sets, self.pruned_bags_ = pruned(feats, label_sets, self.prune)
         posterior = method.posterior
-        sampled = isinstance(method, NUTS | SVI)
+        sampled = method.sampler
         if posterior and self._kernel_spec() is None:
             self._check_linear_features(feats, n_classes + bool(self.novel_class))
         feats = self._fit_rows(feats, label_sets, n_classes)  # kernel features; CV's choices
@@ -259,7 +259,7 @@ class ORLR(KernelFeatures, BagClassifier):
         # The warnings are issued here, with stacklevel 2, so that they point at the caller of fit.
         if hasattr(self, "posterior_"):
             self._diagnostics = self._posterior_diagnostics(warn=True)
-        elif not self.converged_ and not self._stochastic():
+        elif not self.converged_ and not self._method().stochastic:
             from ..inference.checks.diagnostics import ConvergenceWarning
 
             warnings.warn(self.diagnostics().problems[0], ConvergenceWarning, stacklevel=2)
@@ -289,7 +289,7 @@ class ORLR(KernelFeatures, BagClassifier):
                 "(a fixed leak, leak=0.05, works); give a prior_scale, or use ORLRCV"
             )
         scale = scales[0] if scales else 1.0
-        if self.prior == "group_horseshoe" and (not isinstance(method, NUTS | SVI) or scale is None):
+        if self.prior == "group_horseshoe" and (not method.sampler or scale is None):
             raise ValueError(
                 f"prior='group_horseshoe' with inference={method.name!r}, prior_scale={scale!r}: its "
                 "density is unbounded at zero, so it has no MAP; sample it with inference='nuts' or 'svi' "
@@ -388,10 +388,6 @@ class ORLR(KernelFeatures, BagClassifier):
         self.leak_ = draws.leak if draws.leak is not None else self.leak
         self.leak_draws_ = draws.leak_draws
 
-    def _stochastic(self) -> bool:
-        method = self._method()
-        return isinstance(method, EM) and method.stochastic
-
     def diagnostics(self) -> Diagnostics | PointDiagnostics:
         """Convergence report of the fit; ``print`` it for a readable summary.
 
@@ -420,7 +416,7 @@ class ORLR(KernelFeatures, BagClassifier):
             method.max_iter,
             method.tol,
             relative_change=change,
-            bag_fraction=float(method.bag_fraction) if self._stochastic() else None,  # type: ignore[union-attr]
+            bag_fraction=float(method.bag_fraction) if method.stochastic else None,  # type: ignore[union-attr]
             optimality=getattr(self, "optimality_", None),
         )
 
@@ -1048,7 +1044,7 @@ class ORLRCV(ORLR):
             kernel_step(features).set_params(gamma=float(params["gamma"]))
         own = ORLR().get_params()
         return ORLR(**{k: v for k, v in self.get_params().items() if k in own}).set_params(
-            inference=method if isinstance(method, EM | MAP) else MAP(),
+            inference=MAP() if method.posterior else method,
             n_classes=n_classes,
             prior_scale=params["prior_scale"],
             features=features,

@@ -82,12 +82,20 @@ class _Settings:
     """Shared by the settings classes: ``fit``, and a repr of the fields that differ from their defaults.
 
     ``posterior`` (a class attribute): the method gives the full posterior (``posterior_``,
-    draws), not a point estimate. ``runner``: ``"module:function"``, the function that fits with
-    these settings, named rather than imported because its module takes its defaults from here.
+    draws), not a point estimate. ``sampler``: it draws by simulation, evaluating the gradient
+    thousands of times (NUTS, SVI), so it runs in float32 on tightly packed bags. ``runner``:
+    ``"module:function"``, the function that fits with these settings, named rather than
+    imported because its module takes its defaults from here.
     """
 
     posterior: ClassVar[bool] = False
+    sampler: ClassVar[bool] = False
     runner: ClassVar[str]
+
+    @property
+    def stochastic(self) -> bool:
+        """Whether each iteration sees a random subset of the bags (stochastic EM)."""
+        return False
 
     def fit(
         self,
@@ -254,6 +262,7 @@ class NUTS(_Settings):
     init: str = "map"
     progress_bar: bool = True
     name: ClassVar[str] = "nuts"
+    sampler: ClassVar[bool] = True
     runner: ClassVar[str] = "orlr_ppl.inference.posterior.nuts:run"
     posterior: ClassVar[bool] = True
 
@@ -311,6 +320,7 @@ class SVI(_Settings):
     init: str = "map"
     progress_bar: bool = True
     name: ClassVar[str] = "svi"
+    sampler: ClassVar[bool] = True
     runner: ClassVar[str] = "orlr_ppl.inference.posterior.svi:run"
     posterior: ClassVar[bool] = True
 
