@@ -45,17 +45,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
-from orlr_ppl.inference.streaming.stochastic_map.stochastic_map import (
+
+from benchmarks.harness import host_devices, machine
+from benchmarks.harness import repeat as _repeat
+from orlr_ppl.data.store import BagStore, BagStoreWriter
+from orlr_ppl.inference.streaming.stochastic_map import (
     fit_streaming,
     log_likelihood_and_grad_epoch,
     model_minibatches,
     write_packed_stream,
 )
-from orlr_ppl.inference.streaming.stochastic_map.svi import fit_streaming_svi
-
-from benchmarks.harness import host_devices, machine
-from benchmarks.harness import repeat as _repeat
-from orlr_ppl.data.store import BagStore, BagStoreWriter
+from orlr_ppl.inference.streaming.svi import fit_streaming_svi
 from orlr_ppl.model import bag_mesh, make_model_data_flat, shard_model_data
 from orlr_ppl.model.log_density import potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import split_model_data

@@ -13,7 +13,10 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from orlr_ppl.inference.streaming.stochastic_map.stochastic_map import (
+
+from orlr_ppl.data.store import BagStore, BagStoreWriter, write_bag_store
+from orlr_ppl.dp.packing import pack_bags, pack_label_matrix, stream_layout
+from orlr_ppl.inference.streaming.stochastic_map import (
     PackedStream,
     fit_streaming,
     likelihood_weight,
@@ -22,10 +25,7 @@ from orlr_ppl.inference.streaming.stochastic_map.stochastic_map import (
     stream_plan,
     write_packed_stream,
 )
-from orlr_ppl.inference.streaming.stochastic_map.svi import fit_streaming_svi
-
-from orlr_ppl.data.store import BagStore, BagStoreWriter, write_bag_store
-from orlr_ppl.dp.packing import pack_bags, pack_label_matrix, stream_layout
+from orlr_ppl.inference.streaming.svi import fit_streaming_svi
 from orlr_ppl.model import make_model_data, make_model_data_flat
 from orlr_ppl.model.log_density import potential_and_grad, prior_scales
 from orlr_ppl.model.numpyro_model import split_model_data, sum_to_zero_basis
@@ -62,7 +62,7 @@ SHARDED = textwrap.dedent(
     from test_sharding_and_streaming import _bags
     from orlr_ppl.data.store import write_bag_store
     from orlr_ppl.inference.point.em import fit_em
-    from orlr_ppl.inference import streaming
+    from orlr_ppl.inference.streaming import stochastic_map as streaming
     from orlr_ppl.inference.streaming.stochastic_map import fit_streaming
     from orlr_ppl.model import bag_mesh, make_model_data, shard_model_data
     from orlr_ppl.model.log_density import potential_and_grad, prior_scales

@@ -106,7 +106,7 @@ def write_packed(
 
 class PackedStream:
     """A stream written by ``write_packed_stream``, opened and checked; ``stochastic_map.fit_streaming``,
-    ``streaming_svi.fit_streaming_svi`` and ``streaming.log_likelihood_and_grad_epoch`` take it in
+    ``svi.fit_streaming_svi`` and ``stochastic_map.log_likelihood_and_grad_epoch`` take it in
     place of a ``BagStore``.
 
     Attributes:
