@@ -117,7 +117,10 @@ def test_laplace_predictive_matches_nuts_on_model_drawn_data(drawn_fits):
     w_l = np.asarray(laplace.posterior_.posterior["W"]).reshape(-1, 2, 3)
     w_n = np.asarray(nuts.posterior_.posterior["W"]).reshape(-1, 2, 3)
     sd = w_n.std(axis=0)
-    np.testing.assert_array_less(np.abs(w_l.mean(0) - w_n.mean(0)), 0.2 * sd)
+    # Within a fifth of a posterior sd (the mode's offset from the mean, which the Gaussian keeps),
+    # beyond the NUTS means' own Monte Carlo error (three standard errors, sd / sqrt(ESS)).
+    mcse = sd / np.sqrt(nuts.diagnostics().table["ess_bulk"].min())
+    np.testing.assert_array_less(np.abs(w_l.mean(0) - w_n.mean(0)), 0.2 * sd + 3 * mcse)
     np.testing.assert_allclose(w_l.std(0), sd, rtol=0.2)
     nll = [metrics.log_loss(labels, m.predict_proba(bags)) for m in (laplace, nuts)]
     assert nll[0] == pytest.approx(nll[1], abs=0.01)
