@@ -240,18 +240,19 @@ def test_bad_input_messages(fitted, data):
 
 
 class Asked(Exception):
-    """Raised by ``nuts_asked``'s stand-in for ``fit_nuts``, carrying the settings it was given."""
+    """Raised by ``nuts_asked``'s stand-in for the chains, carrying the sampler settings they were given."""
 
 
 @pytest.fixture
 def nuts_asked(monkeypatch):
-    """``fit_nuts`` replaced by one that raises ``Asked(kwargs)``: what the estimator asks NUTS for."""
+    """NUTS's ``Chains`` replaced by a stand-in that raises ``Asked(settings)`` (``NUTSSettings``): what
+    the estimator, through ``fit_nuts``, asks the compiled sampler for."""
     from orlr_ppl.inference.posterior import nuts
 
-    def sampler(data, **kwargs):
-        raise Asked(kwargs)
+    def chains(keys, inits, arrays, scales, shape, settings, *args):
+        raise Asked(settings)
 
-    monkeypatch.setattr(nuts, "fit_nuts", sampler)
+    monkeypatch.setattr(nuts, "Chains", chains)
 
 
 def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts_asked, data):
@@ -264,7 +265,7 @@ def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(
     for dense in (False, True):
         with pytest.raises(Asked) as asked:
             ORLR(inference=NUTS(init="zeros", dense_mass=dense)).fit(train.bags, train.label_sets)
-        assert asked.value.args[0]["dense_mass"] is dense
+        assert asked.value.args[0].dense_mass is dense
     args = build_parser().parse_args(["fit", "--method", "nuts", "--dense-mass"])
     assert estimator_from_args(args).inference.dense_mass is True
     assert (
@@ -283,7 +284,7 @@ def test_whiten_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts
     for whiten in (False, True):
         with pytest.raises(Asked) as asked:
             ORLR(inference=NUTS(init="zeros", whiten=whiten)).fit(train.bags, train.label_sets)
-        assert asked.value.args[0]["whiten"] is whiten
+        assert bool(asked.value.args[0].whitened) is whiten
     assert estimator_from_args(
         build_parser().parse_args(["fit", "--method", "nuts", "--whiten"])
     ).inference.whiten
@@ -338,7 +339,7 @@ def test_settings_objects_check_their_values_and_show_what_differs():
     from orlr_ppl.inference.posterior.nuts import fit_nuts
 
     assert inspect.signature(fit_em).parameters["max_iter"].default == EM.max_iter
-    assert inspect.signature(fit_nuts).parameters["num_chains"].default == NUTS.num_chains
+    assert inspect.signature(fit_nuts).parameters["method"].default is None  # NUTS()'s, from the object
 
 
 def test_whiten_refuses_a_fit_too_large_to_whiten_before_any_fitting(nuts_asked, data, monkeypatch):
@@ -370,7 +371,7 @@ def test_target_accept_reaches_the_sampler_with_the_prior_s_default_and_is_check
             ORLR(inference=NUTS(init="zeros", target_accept=given), prior=prior).fit(
                 train.bags, train.label_sets
             )
-        assert asked.value.args[0]["target_accept_prob"] == pytest.approx(expected)
+        assert asked.value.args[0].target_accept_prob == pytest.approx(expected)
     for bad in (0.0, 1.0, 1.5):
         with pytest.raises(
             ValueError, match=rf"NUTS\(target_accept={bad}\): give a probability strictly between 0 and 1"

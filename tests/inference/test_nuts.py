@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 from numpyro.infer import MCMC, NUTS, init_to_value
 from numpyro.infer.util import log_density, log_likelihood
 
+from orlr_ppl.inference import methods
 from orlr_ppl.inference.checks.diagnostics import mixing_converged
 from orlr_ppl.inference.point.map import fit_map
 from orlr_ppl.inference.posterior import chain_setup, nuts
@@ -32,6 +35,11 @@ def _toy(n_bags=24, n_classes=3, d=2, seed=0, dtype=np.float32):
         bags.append(centres[y] + rng.normal(size=(len(y), d)))
         sets.append(np.unique(y))
     return make_model_data(bags, sets, n_classes, dtype=dtype)
+
+
+def _settings(**kwargs) -> methods.NUTS:
+    """The package's ``NUTS`` settings for a test: from zero weights, no bar, no extension unless asked."""
+    return methods.NUTS(**{"init": "zeros", "progress_bar": False, "max_num_samples": 0} | kwargs)
 
 
 def _params(data, seed=1):
@@ -109,11 +117,11 @@ def test_driver_draws_are_numpyro_mcmcs():
 def test_parallel_and_vectorized_chains_agree_with_sequential(method, whiten):
     # In float64: vmap reorders float32 sums, and 30 NUTS iterations amplify that to 1e-2.
     assert jax.local_device_count() >= 2, "importing orlr_ppl exposes one CPU device per core, at least 4"
-    kwargs = {"num_warmup": 20, "num_samples": 10, "num_chains": 2, "seed": 5, "whiten": whiten}
+    settings = _settings(num_warmup=20, num_samples=10, num_chains=2, whiten=whiten)
     with jax.enable_x64(True):
         data = _toy(dtype=np.float64)
-        other = fit_nuts(data, chain_method=method, **kwargs)
-        seq = fit_nuts(data, chain_method="sequential", **kwargs)
+        other = fit_nuts(data, settings, seed=5, chain_method=method)
+        seq = fit_nuts(data, settings, seed=5, chain_method="sequential")
     assert seq.posterior["W"].dtype == np.float64
     np.testing.assert_allclose(other.posterior["W"].values, seq.posterior["W"].values, rtol=1e-8, atol=1e-10)
     assert other.sample_stats.attrs["chain_method"] == method
@@ -163,14 +171,14 @@ def test_a_second_fit_of_the_same_shapes_compiles_nothing():
     """New data values, prior scale, seed, start and draw count: the same programs, none compiled."""
     first, second = _toy(seed=0), _toy(seed=0)
     second = second._replace(buckets=tuple(b._replace(features=b.features + 0.5) for b in second.buckets))
-    kwargs = {"num_warmup": 5, "num_chains": 2, "chain_method": "sequential"}
     fit_map(first, prior_scale=1.0, max_iter=5)
-    fit_nuts(first, prior_scale=1.0, seed=0, num_samples=5, **kwargs)
+    fit_nuts(first, _settings(num_warmup=5, num_samples=5, num_chains=2), 1.0, chain_method="sequential")
     programs = (nuts._advance_one, nuts._start_one, potential_and_grad)
     sizes = [f._cache_size() for f in programs]
     start = {k: v * 0.1 for k, v in _params(second).items()}
     fit_map(second, prior_scale=2.0, max_iter=5)
-    fit_nuts(second, prior_scale=2.0, seed=1, init_values=start, num_samples=250, **kwargs)
+    settings = _settings(num_warmup=5, num_samples=250, num_chains=2)
+    fit_nuts(second, settings, 2.0, seed=1, init_values=start, chain_method="sequential")
     assert [f._cache_size() for f in programs] == sizes
 
 
@@ -197,14 +205,14 @@ def test_a_chain_continued_is_the_chain_run_longer():
 @pytest.mark.arviz
 def test_unconverged_chains_go_on_until_max_num_samples(monkeypatch):
     data = _toy(n_bags=8)
-    kwargs = {"num_warmup": 10, "num_samples": 8, "num_chains": 2, "chain_method": "sequential"}
+    settings = _settings(num_warmup=10, num_samples=8, num_chains=2, max_num_samples=12)
     # 2 x 8 draws are far from 400 effective draws: extended by 2 (a quarter of 8) at a time, up to 12.
-    idata = fit_nuts(data, max_num_samples=12, **kwargs)
+    idata = fit_nuts(data, settings, chain_method="sequential")
     assert idata.posterior.sizes["draw"] == 12 and idata.log_likelihood["Y"].shape == (2, 12, 8)
     assert idata.sample_stats.attrs["num_samples_planned"] == 8
     assert idata.sample_stats.attrs["max_num_samples"] == 12
     monkeypatch.setattr("orlr_ppl.inference.checks.diagnostics.mixing_converged", lambda draws: True)
-    assert fit_nuts(data, max_num_samples=12, **kwargs).posterior.sizes["draw"] == 8
+    assert fit_nuts(data, settings, chain_method="sequential").posterior.sizes["draw"] == 8
 
 
 @pytest.mark.arviz
@@ -223,13 +231,14 @@ def test_mixing_converged_checks_rhat_and_both_ess():
 @pytest.mark.parametrize("method", ["sequential", "vectorized"])
 def test_progress_bar_counts_every_iteration_of_every_chain(capsys, method):
     data = _toy(n_bags=8)
-    shown = fit_nuts(data, num_warmup=4, num_samples=6, num_chains=2, chain_method=method, progress_bar=True)
+    settings = _settings(num_warmup=4, num_samples=6, num_chains=2)
+    shown = fit_nuts(data, dataclasses.replace(settings, progress_bar=True), chain_method=method)
     err = capsys.readouterr().err
     assert "NUTS, 2 chains" in err and "20/20" in err
     # It says so while the first call compiles, then names the phase.
     assert "compiling…" in err and "sampling" in err
     # The bar's short calls (one iteration, then about PROGRESS_SECONDS' worth) take the same transitions.
-    quiet = fit_nuts(data, num_warmup=4, num_samples=6, num_chains=2, chain_method=method)
+    quiet = fit_nuts(data, settings, chain_method=method)
     for name in ("W", "beta"):
         np.testing.assert_array_equal(shown.posterior[name], quiet.posterior[name])
 
@@ -272,9 +281,9 @@ def test_ctrl_c_while_sampling_keeps_the_draws_done(monkeypatch):
     from orlr_ppl.inference.checks.diagnostics import diagnose, warning_message
 
     data = _toy(n_bags=8)
-    whole = fit_nuts(data, num_warmup=10, num_samples=30, num_chains=2, chain_method="sequential")
+    whole = fit_nuts(data, _settings(num_warmup=10, num_samples=30, num_chains=2), chain_method="sequential")
     _interrupt_after(monkeypatch, 10 + 15)  # five-iteration calls: 15 draws done, the 4th call stopped
-    part = fit_nuts(data, num_warmup=10, num_samples=30, num_chains=2, chain_method="sequential")
+    part = fit_nuts(data, _settings(num_warmup=10, num_samples=30, num_chains=2), chain_method="sequential")
     assert part.posterior.sizes["draw"] == 15 and part.sample_stats.attrs["interrupted"] == 1
     np.testing.assert_array_equal(part.posterior["W"], whole.posterior["W"][:, :15])
     diag = diagnose(part)
@@ -289,7 +298,8 @@ def test_ctrl_c_while_sampling_keeps_the_draws_done(monkeypatch):
 def test_ctrl_c_in_warmup_or_before_four_draws_keeps_nothing(monkeypatch, iterations):
     _interrupt_after(monkeypatch, iterations)  # stopped at 5 warmup iterations, or at 10 + 0 draws
     with pytest.raises(KeyboardInterrupt):
-        fit_nuts(_toy(n_bags=8), num_warmup=10, num_samples=30, num_chains=2, chain_method="sequential")
+        settings = _settings(num_warmup=10, num_samples=30, num_chains=2)
+        fit_nuts(_toy(n_bags=8), settings, chain_method="sequential")
 
 
 def _correlated_toy(n_bags=30, seed=0):
@@ -374,15 +384,9 @@ def test_whitened_nuts_samples_the_same_posterior_in_fewer_leapfrog_steps():
     point = fit_map(data, 3.0, 10.0)
     basis = sum_to_zero_basis(3)
     start = {"W_raw": np.asarray(point.W) @ basis, "beta_raw": np.asarray(point.beta) @ basis}
-    kwargs = {
-        "prior_scale": 3.0,
-        "num_warmup": 300,
-        "num_samples": 500,
-        "num_chains": 2,
-        "init_values": start,
-    }
-    plain = fit_nuts(data, seed=1, **kwargs)
-    white = fit_nuts(data, seed=2, whiten=True, **kwargs)
+    settings = _settings(num_warmup=300, num_samples=500, num_chains=2)
+    plain = fit_nuts(data, settings, 3.0, seed=1, init_values=start)
+    white = fit_nuts(data, dataclasses.replace(settings, whiten=True), 3.0, seed=2, init_values=start)
     assert white.sample_stats.attrs["whiten"] == 1 and plain.sample_stats.attrs["whiten"] == 0
     assert set(white.posterior.data_vars) == set(plain.posterior.data_vars)
     steps_plain = float(plain.sample_stats["n_steps"].mean())

@@ -150,12 +150,14 @@ def test_em_and_map_reach_the_same_relaxed_optimum(semi):
 def test_nuts_samples_the_leak_and_the_novel_class():
     """NUTS runs the same relaxed model: the posterior holds ``leak`` in (0, 1) beside ``W`` with a
     novel column, near the MAP, with the usual ArviZ groups (SVI: the next test)."""
+    from orlr_ppl import NUTS
     from orlr_ppl.inference.posterior.nuts import fit_nuts
 
     bags, sets, _ = _simulate(n_bags=40, seed=2)
     data = make_model_data(bags, sets, NAMED, novel_class=True, leak="learn")
     mp = fit_map(data)
-    idata = fit_nuts(data, num_warmup=100, num_samples=100, num_chains=1, seed=0)
+    settings = NUTS(num_warmup=100, num_samples=100, num_chains=1, max_num_samples=0, init="zeros")
+    idata = fit_nuts(data, settings, seed=0)
     leak = idata.posterior["leak"].values
     assert leak.shape == (1, 100) and np.all((leak > 0) & (leak < 1))
     assert idata.posterior["W"].shape[-1] == NAMED + 1

@@ -75,7 +75,7 @@ def mixing_converged(draws: dict[str, np.ndarray]) -> bool:
     """Whether (chain, draw, ...) draws of ``W`` and ``beta`` pass the R-hat and bulk/tail ESS checks.
 
     The checks of ``convergence_problems`` that more draws of the same chains
-    can fix (``fit_nuts(max_num_samples=...)`` uses it to decide whether to go
+    can fix (``NUTS(max_num_samples=...)`` uses it to decide whether to go
     on), on the same table. Parameters constant over all draws are exempt;
     with one chain, R-hat is not checked.
     """

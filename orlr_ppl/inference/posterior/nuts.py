@@ -1,6 +1,6 @@
 """Full posterior of the ORed-logistic model by NUTS.
 
-Chains start from a point estimate (the MAP, computed by the caller), each
+Chains start from a point estimate (the MAP, by default), each
 jittered by ``init_jitter`` standard normal draws times its own scale, rather
 than at zero weights: from zero, most of warmup is spent reaching the typical
 set. Distinct jitter per chain keeps R-hat meaningful: chains that agree after
@@ -382,68 +382,71 @@ def _progress_bar(show: bool, num_chains: int, total: int):
     return bar, update
 
 
+INIT_JITTER = 0.1
+"""sd of the Normal noise added to each chain's start, per scalar (``jittered_inits``)."""
+MAX_TREE_DEPTH = 10
+"""NUTS's tree depth at most: up to 2**10 - 1 leapfrog steps a draw (NumPyro's default)."""
+
+
 def fit_nuts(
     data: ModelData,
+    method: NUTS | None = None,
     prior_scale: float | None = 1.0,
     intercept_scale: float | None = 10.0,
     fit_intercept: bool = True,
-    num_warmup: int = NUTS.num_warmup,
-    num_samples: int = NUTS.num_samples,
-    num_chains: int = NUTS.num_chains,
     seed: int = 0,
-    progress_bar: bool = False,
     init_values: dict[str, jax.Array] | None = None,
-    init_jitter: float = 0.1,
-    max_tree_depth: int = 10,
-    target_accept_prob: float = TARGET_ACCEPT,
-    dense_mass: bool = False,
+    *,
     chain_method: ChainMethod = "auto",
-    max_num_samples: int | None = None,
-    whiten: bool = False,
+    init_jitter: float = INIT_JITTER,
+    max_tree_depth: int = MAX_TREE_DEPTH,
 ) -> Posterior:
-    """Sample the posterior with NUTS.
+    """Sample the posterior with NUTS, as ``method`` (a ``NUTS`` settings object) says.
 
     Args:
         data: from ``make_model_data``.
+        method: the sampler's settings (draws, chains, target acceptance, metric, whitening, start,
+            progress bar); None: ``NUTS()``'s defaults. Its ``max_num_samples`` lets chains that
+            fail the R-hat or ESS check (``diagnostics.mixing_converged``) after ``num_samples``
+            draws go on, a quarter of ``num_samples`` at a time; continuing a chain is exact (the
+            same transitions, only more of them), and the diagnostics say it was extended.
         prior_scale, intercept_scale, fit_intercept: ``orlr_model``'s priors.
-        num_warmup, num_samples, num_chains: per chain.
         seed: the sampler's PRNG seed (also the jitter's).
-        progress_bar: a tqdm bar over all chains' iterations; it says "compiling" until the first
-            iteration is done, then "warmup" and "sampling", and moves about every
-            ``PROGRESS_SECONDS``.
-        init_values: raw starting parameters (``W_raw`` (d, C-1), ``beta_raw``
-            (C-1,)), e.g. the MAP; None starts at zero weights (uniform class
-            probabilities, a point of positive likelihood for every bag).
-        init_jitter: sd of the Normal noise added to the start, per chain and
-            scalar; 0 starts every chain at ``init_values``.
-        max_tree_depth, target_accept_prob, dense_mass: NUTS settings.
-        chain_method: "auto" (parallel when there is a device per chain),
-            or NumPyro's "parallel" / "sequential" / "vectorized".
-        whiten: sample the sites other than ``UNWHITENED`` through
-            ``laplace_whitening`` at the (unjittered) start; the draws and
-            their statistics are reported in the model's space.
-        max_num_samples: if larger than ``num_samples``, chains that fail the
-            R-hat or ESS check (``diagnostics.mixing_converged``) after
-            ``num_samples`` draws go on, a quarter of ``num_samples`` at a
-            time, until they pass or have this many draws. Continuing a chain
-            is exact: the same transitions, only more of them.
+        init_values: raw starting parameters (``W_raw`` (d, C-1), ``beta_raw`` (C-1,)); None:
+            ``method.init`` says where, the MAP under the same prior (``point.map.sampler_start``)
+            or zero weights (uniform class probabilities, positive likelihood for every bag).
+        chain_method: "auto" (parallel when there is a device per chain), or NumPyro's
+            "parallel" / "sequential" / "vectorized": the same transitions each way.
+        init_jitter: sd of the Normal noise added to the start, per chain and scalar; 0 starts
+            every chain at the same point (then R-hat means less).
+        max_tree_depth: NUTS's tree depth at most.
     Returns:
         the posterior object (``xarray.DataTree``, or 0.2x ``InferenceData``; see
-        ``inference_data``); ``sample_stats``' attributes record ``num_samples_planned``
-        and the draws actually run.
+        ``inference_data``); ``sample_stats``' attributes record the settings, how the chains
+        ran, ``num_samples_planned`` and the draws actually run.
 
-    Ctrl-C in the sampling phase stops the chains and returns the draws so far
-    (``sample_stats.attrs["interrupted"]`` is 1, and ``diagnostics`` reports
-    it), as PyMC does; in warmup, or before ``MIN_KEPT_DRAWS`` draws, it raises
-    ``KeyboardInterrupt``.
+    With a progress bar (``method.progress_bar``) it says "compiling" until the first iteration
+    is done, then "warmup" and "sampling", and moves about every ``PROGRESS_SECONDS``. Ctrl-C in
+    the sampling phase stops the chains and returns the draws so far
+    (``sample_stats.attrs["interrupted"]`` is 1, and ``diagnostics`` reports it), as PyMC does;
+    in warmup, or before ``MIN_KEPT_DRAWS`` draws, it raises ``KeyboardInterrupt``.
     """
     from ..checks.diagnostics import mixing_converged
 
+    method = NUTS() if method is None else method
+    num_warmup, num_samples, num_chains = method.num_warmup, method.num_samples, method.num_chains
+    if method.whiten:
+        check_whitenable(whitened_size(data, fit_intercept))
     model_kwargs = {
         "prior_scale": prior_scale,
         "intercept_scale": intercept_scale,
         "fit_intercept": fit_intercept,
     }
+    given = init_values is not None
+    if not given and method.init == "map":
+        if method.progress_bar:  # seconds of compiling before NUTS's own bar
+            progress_line("NUTS: finding the MAP to start from (compiling)…")
+        init_values = sampler_start(data, prior_scale, intercept_scale, fit_intercept)
     arrays, shape = split_model_data(data)
     arrays = jax.device_put(arrays)  # once, not at every block
     dtype = data.buckets[0].features.dtype
@@ -453,22 +456,26 @@ def fit_nuts(
     inits = jittered_inits(start, num_chains, init_jitter, seed)
     key = jax.random.PRNGKey(seed)
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
-    method = resolve_chain_method(chain_method, num_chains)
+    chains_ran = resolve_chain_method(chain_method, num_chains)
     scales = prior_scales(prior_scale, intercept_scale, dtype)
-    white, spec = laplace_whitening(start, arrays, scales, shape, fit_intercept) if whiten else (None, ())
-    nuts_args = (int(num_warmup), int(max_tree_depth), float(target_accept_prob), bool(dense_mass))
-    settings = NUTSSettings(*nuts_args, bool(fit_intercept), whitened=spec)
-    limit = max(int(num_samples), int(max_num_samples or 0))
-    bar, progress = _progress_bar(progress_bar, num_chains, num_warmup + num_samples)
+    white, spec = (
+        laplace_whitening(start, arrays, scales, shape, fit_intercept) if method.whiten else (None, ())
+    )
+    target_accept = method.acceptance(data.weight_prior)
+    settings = NUTSSettings(
+        num_warmup, int(max_tree_depth), target_accept, method.dense_mass, bool(fit_intercept), whitened=spec
+    )
+    limit = max(num_samples, method.draw_budget())
+    bar, progress = _progress_bar(method.progress_bar, num_chains, num_warmup + num_samples)
     try:
-        chains = Chains(keys, inits, arrays, scales, shape, settings, method, progress, white)
+        chains = Chains(keys, inits, arrays, scales, shape, settings, chains_ran, progress, white)
         chains.advance(num_warmup)
         if chains.interrupted:  # warmup's draws are not the posterior's: nothing to keep
             raise KeyboardInterrupt(f"NUTS interrupted in warmup, after {chains.iterations} iterations")
         if bar is not None:
             bar.set_postfix_str("sampling")
         parts = [chains.advance(num_samples)]
-        step = max(1, -(-int(num_samples) // 4))
+        step = max(1, -(-num_samples // 4))
         while not chains.interrupted and sum(p.num_steps.shape[1] for p in parts) < limit:
             drawn = jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
             if mixing_converged(with_derived(drawn.z, data.n_outputs)):
@@ -503,14 +510,14 @@ def fit_nuts(
     }
     attrs = {
         "max_tree_depth": int(max_tree_depth),
-        "num_warmup": int(num_warmup),
-        "num_samples_planned": int(num_samples),
+        "num_warmup": num_warmup,
+        "num_samples_planned": num_samples,
         "max_num_samples": int(limit),
-        "target_accept_prob": float(target_accept_prob),
-        "dense_mass": int(dense_mass),
-        "whiten": int(whiten),
-        "chain_method": method,
-        "init": "zeros" if init_values is None else "given",
+        "target_accept_prob": float(target_accept),
+        "dense_mass": int(method.dense_mass),
+        "whiten": int(method.whiten),
+        "chain_method": chains_ran,
+        "init": "given" if given else ("zeros" if init_values is None else "map"),
         "init_jitter": float(init_jitter),
         "interrupted": int(chains.interrupted),
     }
@@ -530,29 +537,5 @@ def run(
     fit_intercept: bool,
     seed: int = 0,
 ) -> PosteriorFit:
-    """``NUTS.fit``: ``fit_nuts`` with ``method``'s settings, the chains started from the MAP
-    (``point.map.sampler_start``) unless ``init="zeros"``."""
-    if method.whiten:
-        check_whitenable(whitened_size(data, fit_intercept))
-    start = None
-    if method.init == "map":
-        if method.progress_bar:  # seconds of compiling before NUTS's own bar
-            progress_line("NUTS: finding the MAP to start from (compiling)…")
-        start = sampler_start(data, prior_scale, intercept_scale, fit_intercept)
-    posterior = fit_nuts(
-        data,
-        prior_scale=prior_scale,
-        intercept_scale=intercept_scale,
-        fit_intercept=fit_intercept,
-        num_warmup=method.num_warmup,
-        num_samples=method.num_samples,
-        num_chains=method.num_chains,
-        seed=seed,
-        progress_bar=method.progress_bar,
-        init_values=start,
-        target_accept_prob=method.acceptance(data.weight_prior),
-        dense_mass=method.dense_mass,
-        max_num_samples=method.draw_budget(),
-        whiten=method.whiten,
-    )
-    return PosteriorFit(posterior, None)
+    """``NUTS.fit``: ``fit_nuts`` with ``method``'s settings."""
+    return PosteriorFit(fit_nuts(data, method, prior_scale, intercept_scale, fit_intercept, seed), None)
