@@ -7,7 +7,8 @@ E-BFMI, the least bulk ESS per 1,000 leapfrog steps of all chains (the cost meas
 depend on the machine), the package's own diagnostics and the worst parameters. Data:
 
 - ``letter-frost``: all 144 Letter Frost bags (features standardised);
-- ``digits``: the MIML-digits demo's 200 training bags;
+- ``digits``: 200 training bags of MIML digits (up to 8 a bag);
+- ``demo``: ``orlr-ppl demo``'s 300 training bags (2-4 digits, its blank pixels dropped);
 - ``both``: the two above, one after the other in one process (the default);
 - ``hja-union``: HJA union's labelled segments, fold ``--fold``'s training bags
   (``MIMLData.kfold(10, seed=0)``, as the reproductions), scored on its held-out bags; or all
@@ -22,7 +23,7 @@ signature of a multimodal posterior: the bag labels do not say which instance is
     python -m benchmarks.bench_posterior --dataset letter-frost --seed 1   # other chains
     python -m benchmarks.bench_posterior --dataset letter-frost --compilation-cache /tmp/c  # twice
     python -m benchmarks.bench_posterior --dataset hja-union --num-chains 1 --num-warmup 150 \\
-        --num-samples 30 --fixed-draws [--whiten] [--prior group_horseshoe --prior-scale 3]
+        --num-samples 30 --fixed-draws [--whiten never] [--prior group_horseshoe --prior-scale 3]
 
 A short chain (the last line: one chain of 150 + 30) probes the geometry (steps per draw, step
 size); it is no posterior to report. Not a test: machines are shared, so wall times are for the
@@ -51,6 +52,9 @@ def _datasets(args: argparse.Namespace) -> dict[str, tuple]:
         out["letter-frost"] = (standardised(data)[0], None)
     if args.dataset in ("digits", "both"):
         out["digits"] = (make_miml_digits(200, seed=0, split="train"), None)
+    if args.dataset == "demo":  # orlr-ppl demo's training bags, its blank pixels dropped
+        demo = make_miml_digits(300, max_size=4, seed=0, split="train")
+        out["demo"] = (demo.drop_features(demo.linear_dependencies().redundant), None)
     if args.dataset == "hja-union":
         data = load_dataset("hja-union")
         train, test = list(data.kfold(10, seed=0))[args.fold]
@@ -106,7 +110,8 @@ def _model(args: argparse.Namespace, seed: int):
     settings = {k: v for k, v in settings.items() if v is not None}
     if args.fixed_draws:
         settings["max_num_samples"] = args.num_samples or NUTS().num_samples  # no extension
-    nuts = NUTS(dense_mass=args.dense_mass, whiten=args.whiten, progress_bar=args.progress_bar, **settings)
+    whiten = {"auto": "auto", "always": True, "never": False}[args.whiten]
+    nuts = NUTS(dense_mass=args.dense_mass, whiten=whiten, progress_bar=args.progress_bar, **settings)
     params = {"prior": args.prior, "features": "standard" if args.standardize == "true" else args.standardize}
     if args.prior_scale is not None:
         params["prior_scale"] = args.prior_scale
@@ -133,9 +138,9 @@ def run(name: str, train, test, args: argparse.Namespace, seed: int) -> dict:
         "n_instances": int(sum(len(x) for x in train.bags)),
         "n_parameters": int(
             sum(
-                np.prod(model.posterior_.posterior[v].shape[2:])
+                np.prod(model.posterior_.unconstrained_posterior[v].shape[2:])
                 for v in ("W_raw", "beta_raw")
-                if v in model.posterior_.posterior
+                if v in model.posterior_.unconstrained_posterior
             )
         ),
         "settings": {
@@ -145,7 +150,10 @@ def run(name: str, train, test, args: argparse.Namespace, seed: int) -> dict:
         },
         "seed": seed,
         "chain_method": stats.attrs.get("chain_method"),
+        "whitened": bool(stats.attrs.get("whiten")),
+        "start_condition": float(stats.attrs.get("start_condition", float("nan"))),
         "wall_s": round(wall, 1),
+        "min_ess_bulk_per_s": float(table["ess_bulk"].min()) / wall,
         "max_rhat": float(table["r_hat"].max()),
         "min_ess_bulk": float(table["ess_bulk"].min()),
         "median_ess_bulk": float(table["ess_bulk"].median()),
@@ -194,6 +202,10 @@ def _print(r: dict) -> None:
     )
     print(f"settings {r['settings']}, seed {r['seed']}, chains {r['chain_method']}; wall {r['wall_s']} s")
     print(
+        f"whitened {r['whitened']} (scaled condition number at the start {r['start_condition']:.3g}); "
+        f"least bulk ESS a second {r['min_ess_bulk_per_s']:.2f}"
+    )
+    print(
         f"max R-hat {r['max_rhat']:.3f}, min bulk ESS {r['min_ess_bulk']:.0f} (median "
         f"{r['median_ess_bulk']:.0f}), min tail ESS {r['min_ess_tail']:.0f}, divergences {r['divergences']}"
     )
@@ -222,7 +234,9 @@ def _print(r: dict) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", choices=["letter-frost", "digits", "both", "hja-union"], default="both")
+    p.add_argument(
+        "--dataset", choices=["letter-frost", "digits", "demo", "both", "hja-union"], default="both"
+    )
     p.add_argument("--uci-path", default=str(SHARED / "letter-recognition.data"))
     p.add_argument("--prior", choices=["normal", "l21", "group_horseshoe"], default="normal")
     p.add_argument(
@@ -240,7 +254,12 @@ def main() -> None:
     p.add_argument("--fixed-draws", action="store_true", help="no extension of unconverged chains")
     p.add_argument("--target-accept", type=float, default=None, help="default: NUTS's")
     p.add_argument("--dense-mass", action="store_true", help="NUTS(dense_mass=True)")
-    p.add_argument("--whiten", action="store_true", help="NUTS(whiten=True): Laplace-whitened coordinates")
+    p.add_argument(
+        "--whiten",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="NUTS(whiten=...): 'auto' (the default) decides from the curvature at the start",
+    )
     p.add_argument("--progress-bar", action="store_true", help="NUTS's bar on stderr")
     p.add_argument("--fold", type=int, default=0, help="hja-union: the fold whose training bags are fitted")
     p.add_argument("--all-bags", action="store_true", help="hja-union: fit all 548 bags (no held-out score)")

@@ -63,6 +63,10 @@ def prior_scale(value: float | str) -> float | str | None:
     return None if float(value) <= 0 else float(value)
 
 
+WHITEN = {"auto": "auto", "always": True, "never": False}
+"""``--whiten``'s choices as ``NUTS(whiten=...)``'s values."""
+
+
 def inference_from_args(args: argparse.Namespace, method: str) -> Any:
     """The settings object of ``method`` ("map", "em", "laplace", "nuts", "svi") from the fit options."""
     from ..inference.methods import EM, MAP, NUTS, SVI, Laplace
@@ -70,7 +74,8 @@ def inference_from_args(args: argparse.Namespace, method: str) -> Any:
     max_iter = getattr(args, "max_iter", None)
     iterations = {} if max_iter is None else {"max_iter": max_iter}
     flags = ("dense_mass", "whiten", "target_accept")
-    nuts_only = [f"--{k.replace('_', '-')}" for k in flags if getattr(args, k, None)]
+    given = {k: getattr(args, k, None) not in (None, False, "auto") for k in flags}
+    nuts_only = [f"--{k.replace('_', '-')}" for k in flags if given[k]]
     if nuts_only and method != "nuts":
         raise ValueError(f"{', '.join(nuts_only)}: NUTS settings, which --method {method} does not take")
     if getattr(args, "bag_fraction", 1.0) != 1.0 and method != "em":
@@ -89,7 +94,7 @@ def inference_from_args(args: argparse.Namespace, method: str) -> Any:
         num_chains=args.num_chains,
         max_num_samples=args.max_num_samples,
         dense_mass=getattr(args, "dense_mass", False),
-        whiten=getattr(args, "whiten", False),
+        whiten=WHITEN[getattr(args, "whiten", "auto")],
         target_accept=getattr(args, "target_accept", None),
         progress_bar=not args.quiet,
     )

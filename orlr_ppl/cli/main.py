@@ -132,9 +132,11 @@ def _add_fit_args(
     )
     p.add_argument(
         "--whiten",
-        action="store_true",
-        help="NUTS samples the weights in coordinates whitened by the Laplace approximation at its start "
-        "(for well-determined, correlated posteriors)",
+        choices=sorted(commands.WHITEN),
+        default="auto",
+        help="whether NUTS samples the weights in coordinates whitened by the Laplace approximation at "
+        "its start: auto decides from the curvature there (for correlated weights), always, never "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--target-accept",

@@ -102,4 +102,9 @@ def describe_dependencies(dep: LinearDependencies, n_outputs: int) -> str:
         f"(predictions are unaffected). Drop them (data.drop_features({dep.redundant!r}), or orlr-ppl "
         f"--drop-features {','.join(dep.redundant)}) to identify every weight; the model can express the "
         "same functions without them"
+        + (
+            ". The convergence checks leave the constant features' weights out: their draws are the prior's"
+            if any(len(g) == 1 for g in dep.groups)
+            else ""
+        )
     )

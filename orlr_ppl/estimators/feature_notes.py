@@ -1,5 +1,6 @@
-"""What a posterior fit says about its features: the heavy-tailed ones, and the note a failed
-convergence check adds about them (``ORLR``'s diagnostics)."""
+"""What a posterior fit says about its features: the heavy-tailed ones and the note a failed
+convergence check adds about them, and the constant ones whose weights the checks leave out
+(``ORLR``'s diagnostics)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def heavy_tailed_features(x: np.ndarray, fmap: Any, names: Sequence[str] | None)
     z = extreme_z(x)
     names = [str(j) for j in range(len(z))] if names is None else [str(n) for n in names]
     return {n: float(v) for n, v in zip(names, z, strict=True) if v >= HEAVY_TAIL_Z}
+
+
+def constant_features(x: np.ndarray, names: Sequence[str] | None) -> list[str]:
+    """Names of the features of the (n, d) training instances ``x`` that take one value throughout.
+
+    The likelihood does not depend on their weights, so those weights' posterior is the prior, whatever
+    the data; the convergence checks leave them out (``diagnose(constant_features=...)``).
+    ``names``: the d feature names, default ``"0"``, ``"1"``, ... (the posterior's labels without names).
+    """
+    names = [str(j) for j in range(x.shape[1])] if names is None else [str(n) for n in names]
+    flat = np.ptp(x, axis=0) == 0 if len(x) else np.zeros(x.shape[1], bool)
+    return [n for n, f in zip(names, flat, strict=True) if f]
 
 
 def heavy_tail_note(heavy: dict[str, float], diagnostics: Diagnostics) -> str:

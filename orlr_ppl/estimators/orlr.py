@@ -47,7 +47,7 @@ from . import (  # its grids read at fit time, so one assignment changes both es
 )
 from .annotation import Strategy, check_query, entropy, query_table, with_known_labels
 from .base import BagClassifier, Bags
-from .feature_notes import heavy_tail_note, heavy_tailed_features
+from .feature_notes import constant_features, heavy_tail_note, heavy_tailed_features
 from .inputs import fit_inputs, fit_label_sets, infer_n_classes, split_by_bag
 from .kernel_features import KernelFeatures
 from .model_selection import select_by_bag_cv
@@ -460,15 +460,18 @@ class ORLR(KernelFeatures, BagClassifier):
     def _check_linear_features(self, feats: list[np.ndarray], n_outputs: int) -> None:
         """Before a posterior fit on linear features: warn, naming them, when some features are
         combinations of the others (``collinearity``), and keep the heavy-tailed ones in
-        ``heavy_tailed_features_`` for the convergence report (``_posterior_diagnostics``).
+        ``heavy_tailed_features_`` and the constant ones in ``constant_features_`` for the
+        convergence report (``_posterior_diagnostics``).
 
         A MAP is unique along dependent directions, but a posterior holds the prior's whole width there.
+        A constant feature's weights are the prior's alone, so the report does not judge their mixing.
         """
         x, names = np.concatenate(feats), getattr(self, "feature_names_", None)
         dep = linear_dependencies(x, names)
         if dep.redundant:
             warnings.warn(describe_dependencies(dep, n_outputs), CollinearityWarning, stacklevel=3)
         self.heavy_tailed_features_ = heavy_tailed_features(x, self.feature_map_, names)
+        self.constant_features_ = constant_features(x, names)
 
     def _posterior_diagnostics(self, warn: bool) -> Diagnostics:
         """``posterior_``'s diagnostics, whose problems end with the heavy-tailed features carrying
@@ -485,9 +488,12 @@ class ORLR(KernelFeatures, BagClassifier):
             mode = optimizer_diagnostics(
                 "map", False, self.n_iter_, method.max_iter, method.tol, optimality=self.optimality_
             ).problems[0]
+        constant = getattr(self, "constant_features_", None) or []
         if warn:
-            return warn_if_unconverged(self.posterior_, stacklevel=3, note=note, mode_problem=mode)
-        return diagnose(self.posterior_, note=note, mode_problem=mode)
+            return warn_if_unconverged(
+                self.posterior_, stacklevel=3, note=note, mode_problem=mode, constant_features=constant
+            )
+        return diagnose(self.posterior_, note=note, mode_problem=mode, constant_features=constant)
 
     def _pad_rows(self, feats: list[np.ndarray], canonical: bool) -> tuple[list[np.ndarray], int]:
         """Kernel point fits on canonical shapes: zero feature columns up to ``canonical_size(R)``.
@@ -840,6 +846,9 @@ class ORLR(KernelFeatures, BagClassifier):
             heavy = getattr(self, "heavy_tailed_features_", None)
             if heavy is not None:  # the convergence report of the loaded model names them too
                 pruned["heavy_tailed_features_"] = {str(f): float(z) for f, z in heavy.items()}
+            constant = getattr(self, "constant_features_", None)
+            if constant is not None:  # and leaves their weights out of its checks
+                pruned["constant_features_"] = [str(f) for f in constant]
         return {**pruned, **mode}
 
     def _default_name(self) -> str:
@@ -877,6 +886,14 @@ class ORLR(KernelFeatures, BagClassifier):
             raise ValueError(
                 f"{param_file.parent / 'metadata.json'}: 'fitted' holds heavy_tailed_features_ {heavy!r}; "
                 "expected an object of feature name -> largest |z| (numbers): re-save the model with save()"
+            )
+        constant = getattr(self, "constant_features_", None)
+        if constant is not None and not (
+            isinstance(constant, list) and all(isinstance(f, str) for f in constant)
+        ):
+            raise ValueError(
+                f"{param_file.parent / 'metadata.json'}: 'fitted' holds constant_features_ {constant!r}; "
+                "expected a list of feature names: re-save the model with save()"
             )
         super()._check_loaded(param_file)
 

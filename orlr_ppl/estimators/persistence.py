@@ -234,7 +234,7 @@ def read_posterior(nc: Path) -> Any:
     posterior = getattr(idata, "posterior", None)
     if posterior is None or not {"W", "beta"} <= set(posterior.data_vars):
         raise ValueError(f"{nc} holds no posterior draws of W and beta: re-save the model")
-    return idata
+    return with_raw_sites_apart(idata)
 
 
 # -- compatibility with orlr-ppl 0.1, all of it here ---------------------------------------------
@@ -274,6 +274,16 @@ RENAMED = {
     "canonical_shapes": "nothing: it is internal (cross_validate shares one packing layout across its folds)",
 }
 """Constructor arguments of orlr-ppl 0.1's ``ORLR``, and their spelling now."""
+
+
+def with_raw_sites_apart(idata: Any) -> Any:
+    """A posterior saved by orlr-ppl 0.1 (its sampler's coordinates ``W_raw``, ``beta_raw``, ... in
+    the ``posterior`` group) laid out as today's: those in ``unconstrained_posterior``."""
+    from ..inference.posterior.arviz_compat import move_variables
+    from ..inference.posterior.inference_data import RAW_SITES
+
+    raw = [v for v in RAW_SITES if v in idata.posterior.data_vars]
+    return move_variables(idata, raw, "posterior", "unconstrained_posterior") if raw else idata
 
 
 def check_renamed(removed: Mapping[str, Any], owner: str = "ORLR") -> None:

@@ -229,8 +229,9 @@ class NUTS(_Settings):
         num_warmup: warmup iterations per chain (step size and mass matrix adaptation).
         num_samples: draws kept per chain.
         num_chains: chains, started apart (the MAP jittered per chain) so that
-            R-hat means something; they run in parallel when JAX has a device
-            per chain (``orlr_ppl.set_host_device_count``).
+            R-hat means something; they run in parallel, over the CPU's cores
+            (threads) or one device each (``inference.posterior.nuts``), and
+            the diagnostics say how.
         max_num_samples: chains that fail the R-hat or ESS check after
             ``num_samples`` draws go on, a quarter of ``num_samples`` at a
             time, up to this many draws per chain; None: twice ``num_samples``;
@@ -244,9 +245,14 @@ class NUTS(_Settings):
             a warmup of several hundred iterations.
         whiten: move in coordinates whitened by the Laplace approximation at
             the start (the MAP's Hessian), adapting a diagonal metric on top,
-            for posteriors close to Gaussian with correlated weights. It costs a
-            Hessian and an eigendecomposition first; the guide's "Choosing an
-            inference method" says when it paid.
+            for correlated weights. "auto" (the default) decides from the data:
+            it whitens when the Hessian, scaled to unit diagonal, has a
+            condition number above ``chain_setup.WHITEN_CONDITION`` (1,000),
+            the correlations a diagonal metric cannot undo (HJA birdsong's
+            tied features: 1.1e4; the digits and Letter Frost: under 300).
+            True always whitens, False never (a fit with a fixed geometry, as in
+            a benchmark). Computing the Hessian costs P Hessian-vector products
+            and an eigendecomposition first (none with ``dense_mass``).
         init: where chains start: "map" (the MAP under the same prior,
             jittered per chain) or "zeros" (zero weights, jittered).
         progress_bar: a bar on stderr ("compiling", then "warmup" and "sampling").
@@ -258,7 +264,7 @@ class NUTS(_Settings):
     max_num_samples: int | None = None
     target_accept: float | None = None
     dense_mass: bool = False
-    whiten: bool = False
+    whiten: bool | str = "auto"
     init: str = "map"
     progress_bar: bool = True
     name: ClassVar[str] = "nuts"
@@ -279,6 +285,8 @@ class NUTS(_Settings):
             )
         if self.init not in ("map", "zeros"):
             raise ValueError(f"NUTS(init={self.init!r}): choose 'map' or 'zeros'")
+        if not (isinstance(self.whiten, bool) or self.whiten == "auto"):
+            raise ValueError(f"NUTS(whiten={self.whiten!r}): choose 'auto', True or False")
 
     def draw_budget(self) -> int:
         """Draws per chain at most: ``max_num_samples``, or twice ``num_samples`` when None."""

@@ -59,6 +59,11 @@ def test_groups_name_the_combination_and_near_dependence_counts():
     assert "c" not in d_group and len(d_group) == 3  # d, a and b in some order: c is not involved
     text = describe_dependencies(found, n_outputs=4)
     assert "is constant" in text and "6 weight directions" in text and "drop_features" in text
+    assert text.endswith(
+        "The convergence checks leave the constant features' weights out: their draws are the prior's"
+    )
+    no_constant = describe_dependencies(linear_dependencies(x[:, :4]), n_outputs=4)
+    assert "is constant" not in no_constant and "convergence checks" not in no_constant
     # Noise at 1e-2 of the scale is a real (if weak) direction, not a dependency.
     x[:, 3] = 2 * a - b + 1e-2 * rng.normal(size=200)
     assert linear_dependencies(x[:, :4]).redundant == []

@@ -275,8 +275,9 @@ def test_dense_mass_reaches_the_sampler_from_the_estimator_and_the_command_line(
 
 
 def test_whiten_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts_asked, data):
-    """``NUTS(whiten=True)`` and ``orlr-ppl fit --whiten`` ask NUTS for Laplace-whitened weights
-    (``test_nuts`` checks what the sampler does with it); off by default."""
+    """``NUTS(whiten=True)`` and ``orlr-ppl fit --whiten always`` ask NUTS for Laplace-whitened weights,
+    False and ``never`` for none (``test_nuts`` checks what the sampler does with it and what "auto",
+    the default, decides)."""
     from orlr_ppl.cli.commands import estimator_from_args
     from orlr_ppl.cli.main import build_parser
 
@@ -285,10 +286,15 @@ def test_whiten_reaches_the_sampler_from_the_estimator_and_the_command_line(nuts
         with pytest.raises(Asked) as asked:
             ORLR(inference=NUTS(init="zeros", whiten=whiten)).fit(train.bags, train.label_sets)
         assert bool(asked.value.args[0].whitened) is whiten
-    assert estimator_from_args(
-        build_parser().parse_args(["fit", "--method", "nuts", "--whiten"])
-    ).inference.whiten
-    assert not estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"])).inference.whiten
+    for flag, value in (("always", True), ("never", False), ("auto", "auto")):
+        args = build_parser().parse_args(["fit", "--method", "nuts", "--whiten", flag])
+        assert estimator_from_args(args).inference.whiten == value
+    plain = estimator_from_args(build_parser().parse_args(["fit", "--method", "nuts"]))
+    assert plain.inference.whiten == "auto" and NUTS().whiten == "auto"
+    with pytest.raises(ValueError, match="--whiten: NUTS settings"):
+        estimator_from_args(build_parser().parse_args(["fit", "--method", "map", "--whiten", "always"]))
+    with pytest.raises(ValueError, match=r"NUTS\(whiten=1\): choose 'auto', True or False"):
+        NUTS(whiten=1)
 
 
 def test_old_argument_names_raise_a_type_error_naming_the_new_spelling():

@@ -26,7 +26,7 @@ from orlr_ppl.inference.checks.diagnostics import (
     warning_message,
 )
 from orlr_ppl.inference.posterior import arviz_compat as azc
-from orlr_ppl.inference.posterior.inference_data import summary, thinned_draws
+from orlr_ppl.inference.posterior.inference_data import thinned_draws
 
 pytestmark = pytest.mark.arviz
 
@@ -72,7 +72,7 @@ def test_nuts_inference_data_and_diagnostics(nuts_fit):
     assert {"posterior", "sample_stats", "log_likelihood"} <= set(azc.groups(idata))
     assert idata.log_likelihood["Y"].shape == (2, 150, 30)
     assert idata.posterior["W"].shape == (2, 150, 2, 3)
-    table = summary(idata)
+    table = azc.summary(azc.group(idata, "unconstrained_posterior"))  # the sampler's own coordinates
     assert {"r_hat", "ess_bulk", "ess_tail"} <= set(table.columns)
     assert table["r_hat"].max() < 1.1  # chains agree on this easy posterior
     assert np.isfinite(azc.loo_estimate(idata)["elpd_loo"])
@@ -485,3 +485,46 @@ def test_chains_start_at_a_first_order_optimum_from_float32_data():
         params = {k: np.asarray(v, np.float64) for k, v in start.items()}
         _, grad = potential_and_grad_on_host(params, arrays, prior_scales(1.0, 10.0, np.float64), shape, True)
     assert max(float(np.abs(g).max()) for g in jax.tree_util.tree_leaves(grad)) <= MAP.tol
+
+
+def _posterior_stuck_on_feature(stuck: int, n_features: int = 2, n_classes: int = 3):
+    """A NUTS-shaped posterior of 4 chains x 500 iid draws, except ``W[stuck, :]``, whose chains sit
+    apart (R-hat far above 1.01): the signature of a weight the chains cannot agree on."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(4, 500, n_features, n_classes))
+    w[:, :, stuck] = 0.01 * w[:, :, stuck] + np.arange(4)[:, None, None]
+    beta = rng.normal(size=(4, 500, n_classes))
+    return azc.from_dict(
+        {
+            "posterior": {"W": w, "beta": beta},
+            "sample_stats": {"diverging": np.zeros((4, 500), bool)},
+            "log_likelihood": {"Y": -0.1 + 0.01 * rng.normal(size=(4, 500, 10))},
+        },
+        dims={"W": ["feature", "class"], "beta": ["class"], "Y": ["bag"]},
+    )
+
+
+@pytest.mark.arviz
+def test_weights_on_a_constant_feature_are_left_out_of_the_convergence_checks(tmp_path):
+    """A feature constant in the training data leaves its weights at the prior: their mixing says
+    nothing of the fit's, so the checks skip them and the report and warning say so."""
+    idata = _posterior_stuck_on_feature(1)
+    judged = diagnose(idata)
+    assert not judged.converged and "W[1, " in judged.problems[0] and not judged.unchecked
+    skipped = diagnose(idata, constant_features=["1"])
+    assert skipped.converged and skipped.unchecked == ("W[1, 0]", "W[1, 1]", "W[1, 2]")
+    assert len(skipped.table) == len(judged.table)  # the rows are still reported
+    assert "6 parameters checked (3 on constant features not)" in skipped.summary()
+    # Another feature's constancy does not hide this one's failure.
+    assert not diagnose(idata, constant_features=["0"]).converged
+    # The estimator finds the constant feature in its training data, and keeps it across a save.
+    rng = np.random.default_rng(1)
+    bags, sets, _ = _clusters()
+    bags = [np.column_stack([x, np.full(len(x), 5.0), rng.normal(size=len(x))]) for x in bags]
+    est = ORLR(inference=NUTS(num_warmup=20, num_samples=20, num_chains=2, progress_bar=False))
+    with pytest.warns(ConvergenceWarning, match="The 3 weights on features constant in the training data"):
+        est.fit(bags, sets)
+    assert est.constant_features_ == ["2"]
+    assert est.diagnostics().unchecked == tuple(f"W[2, {c}]" for c in range(3))
+    est.save(tmp_path / "m")
+    assert ORLR.load(tmp_path / "m").diagnostics().unchecked == est.diagnostics().unchecked

@@ -56,6 +56,10 @@ def test_posterior_has_the_groups_arviz_users_expect(fits):
     assert GROUPS <= set(azc.groups(posterior))
     assert set(posterior.posterior_predictive.data_vars) == {"Y", "n_labels"}
     assert posterior.log_likelihood["Y"].dims == ("chain", "draw", "bag")
+    # The posterior group is the model's parameters; the sampler's coordinates sit apart.
+    assert set(posterior.posterior.data_vars) == {"W", "beta"}
+    assert set(posterior.unconstrained_posterior.data_vars) == {"W_raw", "beta_raw"}
+    assert len(az.summary(posterior)) == 2 * 3 + 3  # W (2 features x 3 classes) and beta
 
 
 def test_arviz_own_tools_read_the_posterior(fits):
@@ -118,6 +122,11 @@ def test_a_model_saved_under_either_arviz_loads_under_this_one(stack):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     assert GROUPS <= set(azc.groups(model.posterior_))
     assert model.diagnostics().table.index.equals(reference.diagnostics().table.index)
+    # Saved with the raw sites in the posterior group (orlr-ppl 0.1), loaded with them apart.
+    with xr.open_datatree(SAVED / stack / "posterior.nc", engine="h5netcdf") as tree:
+        assert "W_raw" in tree["posterior"].data_vars
+    assert set(model.posterior_.posterior.data_vars) == {"W", "beta"}
+    assert {"W_raw", "beta_raw"} == set(model.posterior_.unconstrained_posterior.data_vars)
     # The file itself reads with xarray's own DataTree reader and with ArviZ's.
     with xr.open_datatree(SAVED / stack / "posterior.nc", engine="h5netcdf") as tree:
         assert GROUPS <= set(tree.children)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -113,7 +114,7 @@ def test_driver_draws_are_numpyro_mcmcs():
 
 
 @pytest.mark.parametrize("whiten", [False, True])
-@pytest.mark.parametrize("method", ["parallel", "vectorized"])
+@pytest.mark.parametrize("method", ["parallel", "threads", "vectorized"])
 def test_parallel_and_vectorized_chains_agree_with_sequential(method, whiten):
     # In float64: vmap reorders float32 sums, and 30 NUTS iterations amplify that to 1e-2.
     assert jax.local_device_count() >= 2, "importing orlr_ppl exposes one CPU device per core, at least 4"
@@ -126,6 +127,24 @@ def test_parallel_and_vectorized_chains_agree_with_sequential(method, whiten):
     np.testing.assert_allclose(other.posterior["W"].values, seq.posterior["W"].values, rtol=1e-8, atol=1e-10)
     assert other.sample_stats.attrs["chain_method"] == method
     assert seq.sample_stats.attrs["chain_method"] == "sequential"
+
+
+def test_auto_chains_use_the_cores_in_a_fresh_process_without_device_flags():
+    """A user who never heard of ``set_host_device_count``: on a CPU with one JAX device, 4 chains run
+    in threads (the cores share them), 1 chain alone; with a device per chain, one each."""
+    import subprocess
+    import sys
+
+    code = (
+        "import jax; from orlr_ppl.inference.posterior.chain_setup import resolve_chain_method as r; "
+        "print(jax.local_device_count(), r('auto', 4), r('auto', 1))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "threads", "sequential"]
+    assert jax.local_device_count() == 4  # this process: conftest's four devices
+    assert chain_setup.resolve_chain_method("auto", 4) == "parallel"
+    assert chain_setup.resolve_chain_method("auto", 5) == "threads"
 
 
 def test_dense_mass_adapts_a_full_mass_matrix_in_warmup():
@@ -302,14 +321,15 @@ def test_ctrl_c_in_warmup_or_before_four_draws_keeps_nothing(monkeypatch, iterat
         fit_nuts(_toy(n_bags=8), settings, chain_method="sequential")
 
 
-def _correlated_toy(n_bags=30, seed=0):
-    """Bags whose two features are nearly equal: weights correlated along their sum and difference."""
+def _correlated_toy(n_bags=30, seed=0, noise=0.05):
+    """Bags whose two features are nearly equal (their difference's sd ``noise``): weights correlated
+    along their sum and difference."""
     rng = np.random.default_rng(seed)
     bags, sets = [], []
     for _ in range(n_bags):
         y = rng.integers(0, 3, size=rng.integers(1, 4))
         x1 = 1.5 * (y - 1.0) + rng.normal(size=len(y))
-        bags.append(np.stack([x1, x1 + 0.05 * rng.normal(size=len(y))], axis=1))
+        bags.append(np.stack([x1, x1 + noise * rng.normal(size=len(y))], axis=1))
         sets.append(np.unique(y))
     return make_model_data(bags, sets, 3)
 
@@ -321,14 +341,17 @@ def test_laplace_whitening_is_an_exact_change_of_variables():
     arrays, shape = split_model_data(data)
     scales = prior_scales(3.0, 10.0)
     start = {k: np.asarray(v) for k, v in _params(data).items()}
-    white, spec = chain_setup.laplace_whitening(start, arrays, scales, shape, True)
+    geometry = chain_setup.start_geometry(start, arrays, scales, shape, True)
+    white, spec = chain_setup.laplace_whitening(geometry), geometry.spec
     assert [name for name, _ in spec] == ["W_raw", "beta_raw"]
     hess = jax.hessian(lambda v: potential_and_grad(_unflat(v, spec), arrays, scales, shape, True)[0])
     flat = np.concatenate([start[k].reshape(-1) for k, _ in spec])
+    h = np.asarray(hess(jnp.asarray(flat)), np.float64)
     cov = np.asarray(white.chol, np.float64) @ np.asarray(white.chol, np.float64).T
-    np.testing.assert_allclose(
-        cov @ np.asarray(hess(jnp.asarray(flat)), np.float64), np.eye(len(flat)), atol=2e-3
-    )
+    np.testing.assert_allclose(cov @ h, np.eye(len(flat)), atol=2e-3)
+    # The condition number "auto" reads: of the Hessian scaled to unit diagonal.
+    scaled = h / np.sqrt(np.outer(np.diag(h), np.diag(h)))
+    assert geometry.condition == pytest.approx(np.linalg.cond(scaled), rel=1e-3)
 
     z = _params(data, seed=4)
     value, grad = potential_and_grad(z, arrays, scales, shape, True)
@@ -354,7 +377,8 @@ def test_laplace_whitening_holds_the_horseshoe_scales_and_is_the_hessian_block()
     scales = prior_scales(3.0, 10.0)
     w = _params(data)
     start = horseshoe_start(np.asarray(w["W_raw"]), 3.0) | {"beta_raw": np.asarray(w["beta_raw"])}
-    white, spec = chain_setup.laplace_whitening(start, arrays, scales, shape, True)
+    geometry = chain_setup.start_geometry(start, arrays, scales, shape, True)
+    white, spec = chain_setup.laplace_whitening(geometry), geometry.spec
     assert [name for name, _ in spec] == ["beta_raw", "hs_z"]
     held = {k: jnp.asarray(v) for k, v in start.items() if k in chain_setup.UNWHITENED}
     hess = jax.hessian(lambda v: potential_and_grad(held | _unflat(v, spec), arrays, scales, shape, True)[0])
@@ -366,6 +390,23 @@ def test_laplace_whitening_holds_the_horseshoe_scales_and_is_the_hessian_block()
     assert chain_setup.whitened_size(data, True) == white.shift.size
     with pytest.raises(ValueError, match="whiten=False"):
         chain_setup.check_whitenable(chain_setup.MAX_WHITENED + 1)
+
+
+def test_whiten_auto_whitens_where_the_diagonal_metric_cannot_undo_the_correlations():
+    """``NUTS(whiten="auto")``, the default: nearly equal features (condition above
+    ``WHITEN_CONDITION`` at the MAP) are whitened, well-separated ones are not, and the posterior
+    records the decision and the condition number it read; True and False are obeyed as given."""
+    runs = {}
+    # Under a prior of sd 10 the likelihood alone bounds the features' difference: condition about 5,000.
+    for name, data in (("correlated", _correlated_toy(noise=0.01)), ("plain", _toy())):
+        settings = _settings(num_warmup=10, num_samples=10, num_chains=1, init="map")
+        runs[name] = fit_nuts(data, settings, 10.0).sample_stats.attrs
+        forced = fit_nuts(data, dataclasses.replace(settings, whiten=not runs[name]["whiten"]), 10.0)
+        assert forced.sample_stats.attrs["whiten"] == 1 - runs[name]["whiten"]
+        assert forced.sample_stats.attrs["whiten_setting"] in ("True", "False")
+    assert runs["correlated"]["start_condition"] > chain_setup.WHITEN_CONDITION
+    assert runs["correlated"]["whiten"] == 1 and runs["correlated"]["whiten_setting"] == "auto"
+    assert runs["plain"]["start_condition"] < chain_setup.WHITEN_CONDITION and runs["plain"]["whiten"] == 0
 
 
 def _unflat(v, spec):
@@ -399,7 +440,7 @@ def test_whitened_nuts_samples_the_same_posterior_in_fewer_leapfrog_steps():
         np.testing.assert_array_less(np.abs(a.mean(("chain", "draw")) - b.mean(("chain", "draw"))), 0.25 * sd)
     # The recorded log-likelihoods are those of the reported (model-space) draws.
     arrays, shape = split_model_data(data)
-    last = {k: jnp.asarray(white.posterior[k].values[0, -1]) for k in ("W_raw", "beta_raw")}
+    last = {k: jnp.asarray(white.unconstrained_posterior[k].values[0, -1]) for k in ("W_raw", "beta_raw")}
     ll = bucket_log_likelihoods(last, arrays, prior_scales(3.0, 10.0), shape, True)
     merged = data.merge_sites({data.site_name(k): np.asarray(v)[None] for k, v in enumerate(ll)})[0]
     np.testing.assert_allclose(white.log_likelihood["Y"].values[0, -1], merged, rtol=1e-4, atol=1e-4)

@@ -66,7 +66,7 @@ def test_svi_posterior_keeps_lp_and_log_q_per_draw():
     assert set(stats.data_vars) == {"lp", "log_q"}
     assert stats["lp"].shape == stats["log_q"].shape == (1, 30)
     kwargs = {"prior_scale": 1.0, "intercept_scale": 10.0, "fit_intercept": True}
-    posterior = fit.posterior.posterior
+    posterior = fit.posterior.unconstrained_posterior
     for s in (0, 29):  # lp is the model's own log joint density at the draw
         draw = {k: np.asarray(posterior[k][0, s]) for k in ("W_raw", "beta_raw")}
         joint, _ = log_density(orlr_model, (data,), kwargs, draw)

@@ -137,7 +137,8 @@ def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
     ``n_at_max_treedepth``, ``mean_tree_depth``, ``mean_n_steps`` (leapfrog
     steps per transition); ``target_accept_prob`` (``sample_stats.attrs``);
     ``step_size`` and ``bfmi`` (E-BFMI) as lists, one value per chain;
-    ``mean_acceptance_rate``; and from PSIS-LOO ``n_bags``,
+    ``mean_acceptance_rate``; ``chain_method`` (how the chains ran, ``RAN``; ``sample_stats.attrs``);
+    and from PSIS-LOO ``n_bags``,
     ``n_high_pareto_k`` (bags with k-hat > ``PARETO_K_MAX``),
     ``loo_high_k_share`` (their share), ``worst_pareto_k`` (up to
     ``N_WORST`` (bag, k-hat) pairs, largest first) and ``loo_error`` (why
@@ -157,6 +158,8 @@ def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
     planned = None if stats is None else stats.attrs.get("num_samples_planned")
     out["n_draws_planned"] = None if planned is None else int(planned)
     out["interrupted"] = stats is not None and bool(stats.attrs.get("interrupted", 0))
+    method = None if stats is None else stats.attrs.get("chain_method")
+    out["chain_method"] = None if method is None else str(method)
     depth = _stat(stats, "tree_depth")
     max_depth = None if stats is None else stats.attrs.get("max_tree_depth")
     out["max_tree_depth"] = None if max_depth is None else int(max_depth)
@@ -186,6 +189,13 @@ def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
     return out
 
 
+RAN = {
+    "parallel": "in parallel (one device each)",
+    "threads": "in parallel (one thread each)",
+    "vectorized": "vectorized (one program, all chains in step)",
+    "sequential": "one after another",
+}
+"""How NUTS's chains ran (``sample_stats.attrs["chain_method"]``), as the summary says it."""
 APPROXIMATIONS = {"svi": "SVI", "laplace": "Laplace"}
 """The approximate posteriors' names by ``sample_stats.attrs["inference"]`` (absent: SVI, saved before it)."""
 
@@ -349,6 +359,10 @@ class Diagnostics(NamedTuple):
         note: the caller's advice (``diagnose``'s ``note``), also the last problem; "" without one.
         mode: a Laplace posterior's MAP that did not converge (``diagnose``'s ``mode_problem``),
             also the first problem; "" otherwise.
+        unchecked: rows of ``table`` left out of the R-hat and ESS checks, the weights of features
+            that are constant in the training data (``diagnose``'s ``constant_features``): the
+            likelihood does not depend on them, so their draws are the prior's and say nothing of
+            the fit's mixing.
     """
 
     table: pd.DataFrame
@@ -359,10 +373,16 @@ class Diagnostics(NamedTuple):
     divergence_ranks: pd.DataFrame | None = None
     note: str = ""
     mode: str = ""
+    unchecked: tuple[str, ...] = ()
+
+    @property
+    def checked(self) -> pd.DataFrame:
+        """``table`` without the ``unchecked`` rows: the scalars the R-hat and ESS checks judge."""
+        return self.table.drop(index=list(self.unchecked))
 
     def summary_lines(self) -> list[str]:
         """A short text report: R-hat, ESS, divergences, tree depth, E-BFMI, LOO k-hat, verdict."""
-        s, t = self.sampler, self.table
+        s, t = self.sampler, self.checked
         lines = []
         if s["mcmc"]:
             r_hat = t.loc[t["sd"] > 0, "r_hat"].dropna()
@@ -371,9 +391,12 @@ class Diagnostics(NamedTuple):
             extended = (
                 f" (extended from {planned}: unconverged)" if planned and planned < s["n_draws"] else ""
             )
+            method = s.get("chain_method")
+            ran = f", {RAN[method]}" if method in RAN else ""
             lines.append(
-                f"NUTS: {count_noun(s['n_chains'], 'chain')} x {s['n_draws']} draws{extended}, "
+                f"NUTS: {count_noun(s['n_chains'], 'chain')} x {s['n_draws']} draws{extended}{ran}, "
                 f"{count_noun(len(t), 'parameter')}"
+                + (f" checked ({len(self.unchecked)} on constant features not)" if self.unchecked else "")
             )
             lines.append(
                 f"max R-hat {_fmt(r_hat.max() if len(r_hat) else None, '.3f')}"
@@ -436,19 +459,27 @@ def diagnose(
     *,
     note: Callable[[Diagnostics], str] | None = None,
     mode_problem: str = "",
+    constant_features: Sequence[str] = (),
 ) -> Diagnostics:
     """Every convergence check of a NUTS, SVI or Laplace posterior (see the module docstring).
 
     ``note``: given the failed ``Diagnostics``, a sentence the caller knows and this module cannot
     (e.g. about the data); when not empty it ends ``problems``. ``mode_problem``: for a Laplace
     posterior, the MAP's own failure (``optimizer_diagnostics``'s sentence), which comes first.
+    ``constant_features``: names (as the ``feature`` coordinate reads) of features constant in the
+    training data, whose weights ``W[f, ...]`` (and horseshoe scales ``lam[f]``) the R-hat and
+    ESS checks leave out (``Diagnostics.unchecked``).
     """
     table = convergence_table(idata, class_names, feature_names)
     stats = sampler_summary(idata)
     means, ranks = chain_tables(idata, class_names, feature_names) if stats["mcmc"] else (None, None)
+    prefixes = tuple(p for f in constant_features for p in (f"W[{f}, ", f"lam[{f}]"))
+    unchecked = tuple(row for row in table.index if prefixes and str(row).startswith(prefixes))
     problems = [mode_problem] if mode_problem else []
-    problems += convergence_problems(table, stats, means, ranks)
-    result = Diagnostics(table, stats, problems, not problems, means, ranks, mode=mode_problem)
+    problems += convergence_problems(table.drop(index=list(unchecked)), stats, means, ranks)
+    result = Diagnostics(
+        table, stats, problems, not problems, means, ranks, mode=mode_problem, unchecked=unchecked
+    )
     extra = note(result) if note is not None and problems else ""
     return result._replace(problems=[*problems, extra], note=extra) if extra else result
 
@@ -468,8 +499,14 @@ def warning_message(diagnostics: Diagnostics) -> str:
     )
     if diagnostics.mode:  # the Gaussian sits at a MAP that did not converge: that comes first
         figures = ["its MAP did not converge", *figures]
+    skipped = ""
+    if diagnostics.unchecked and s["mcmc"]:
+        skipped = (
+            f" The {count_noun(len(diagnostics.unchecked), 'weight')} on features constant in the "
+            "training data were left out of these checks: their draws are the prior's."
+        )
     return (
-        f"{lead}: {'; '.join(figures)}. Next: {next_step(diagnostics)}. "
+        f"{lead}: {'; '.join(figures)}. Next: {next_step(diagnostics)}.{skipped} "
         "ORLR.diagnostics() reports every check in full."
     )
 
@@ -479,8 +516,8 @@ def failure_figures(diagnostics: Diagnostics) -> list[str]:
     s, out = diagnostics.sampler, []
     if s.get("interrupted"):
         out.append(f"stopped by Ctrl-C after {s['n_draws']} of {s.get('n_draws_planned')} draws a chain")
-    if s["mcmc"] and len(diagnostics.table):
-        fails = _mixing_failures(diagnostics.table)
+    if s["mcmc"] and len(diagnostics.checked):
+        fails = _mixing_failures(diagnostics.checked)
         if s.get("n_chains", 2) < 2:
             out.append("one chain, so R-hat cannot check that chains agree")
         elif len(fails["r_hat"]):
@@ -561,7 +598,7 @@ def failing_parameters(diagnostics: Diagnostics) -> list[str]:
     (none for an approximation's independent draws, to which neither check applies)."""
     if not diagnostics.sampler["mcmc"]:
         return []
-    failed = set().union(*(bad.index for bad in _mixing_failures(diagnostics.table).values()))
+    failed = set().union(*(bad.index for bad in _mixing_failures(diagnostics.checked).values()))
     return [p for p in diagnostics.table.index if p in failed]
 
 
@@ -573,14 +610,23 @@ def warn_if_unconverged(
     stacklevel: int = 2,
     note: Callable[[Diagnostics], str] | None = None,
     mode_problem: str = "",
+    constant_features: Sequence[str] = (),
 ) -> Diagnostics:
     """``diagnose`` and, if any check fails, issue one ``ConvergenceWarning`` (``warning_message``).
 
     Returns the ``Diagnostics`` (so callers need not compute them twice).
     ``stacklevel`` as in ``warnings.warn``, counted from the caller.
-    ``note``, ``mode_problem``: as in ``diagnose``; they end and lead the warning too.
+    ``note``, ``mode_problem``, ``constant_features``: as in ``diagnose``; the first two end and
+    lead the warning too.
     """
-    result = diagnose(idata, class_names, feature_names, note=note, mode_problem=mode_problem)
+    result = diagnose(
+        idata,
+        class_names,
+        feature_names,
+        note=note,
+        mode_problem=mode_problem,
+        constant_features=constant_features,
+    )
     if result.problems:
         warnings.warn(warning_message(result), ConvergenceWarning, stacklevel=stacklevel + 1)
     return result

@@ -156,6 +156,20 @@ def add_groups(idata, new: Mapping[str, xr.Dataset]):
     return idata
 
 
+def move_variables(idata, names: Sequence[str], source: str, target: str):
+    """A copy with the variables ``names`` of group ``source`` moved to a new group ``target``."""
+    ds = group(idata, source)
+    moved, kept = ds[list(names)], ds.drop_vars(list(names))
+    if ARVIZ_1:
+        out = idata.copy()
+        out[source] = xr.DataTree(kept)
+        out[target] = xr.DataTree(moved)
+        return out
+    out = idata.map(lambda d: d.drop_vars(list(names)), groups=source)
+    out.add_groups({target: moved})
+    return out
+
+
 def map_groups(idata, fn: Callable[[xr.Dataset], xr.Dataset]):
     """A copy with ``fn`` applied to every group's Dataset (attributes kept)."""
     if ARVIZ_1:

@@ -22,7 +22,7 @@ from ...model.log_density import Params, Scales, potential
 from ...model.numpyro_model import ModelArrays, ModelData, ModelShape, start_params
 
 Array = jax.Array
-ChainMethod = Literal["auto", "parallel", "sequential", "vectorized"]
+ChainMethod = Literal["auto", "parallel", "threads", "sequential", "vectorized"]
 Spec = tuple[tuple[str, tuple[int, ...]], ...]
 """Whitened sites as (name, shape), sorted by name: their order in the flat vector."""
 
@@ -158,16 +158,39 @@ def _whitened_hessian(
     )
 
 
-def laplace_whitening(
-    start: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool
-) -> tuple[Whitening, Spec]:
-    """The Laplace whitening at ``start`` of every site but ``UNWHITENED``'s, and its sites (name, shape).
+class StartGeometry(NamedTuple):
+    """The potential's curvature at the chains' start, over the sites a whitening would take.
 
-    ``H``: the potential's Hessian over those sites at ``start``, the others
-    held there. The covariance is ``|H|^-1``, with each eigenvalue's absolute
-    value floored at a millionth of the largest, so that a start which is not
-    a mode still gives a positive-definite one. Cost: P Hessian-vector
-    products and an eigendecomposition of (P, P); ``check_whitenable`` bounds P.
+    Attributes:
+        spec: those sites (name, shape), every one but ``UNWHITENED``'s.
+        flat: (P,) the start's values of them, in the start's dtype.
+        hessian: (P, P) float64, the potential's Hessian over them, the other sites held.
+        condition: the condition number of the Hessian scaled to unit diagonal,
+            ``D^-1/2 |H| D^-1/2`` with ``D = diag |H|``: what is left for NUTS after the
+            diagonal metric it adapts has rescaled each parameter (``WHITEN_CONDITION``).
+    """
+
+    spec: Spec
+    flat: np.ndarray
+    hessian: np.ndarray
+    condition: float
+
+
+WHITEN_CONDITION = 1000.0
+"""``NUTS(whiten="auto")`` whitens when ``StartGeometry.condition`` exceeds this. A diagonal metric
+leaves NUTS's trajectories about ``sqrt(condition)`` steps long to cross the narrowest direction;
+at the MAP (sd-1 prior) the condition was 88 on the README example, 285 on the demo and 160 on
+Letter Frost, where plain NUTS converges and whitening cost ESS, against 1.1e4 on HJA union,
+where plain NUTS took 127 steps a draw and whitening 31 (BENCHMARKS.md)."""
+
+
+def start_geometry(
+    start: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool
+) -> StartGeometry:
+    """The Hessian at ``start`` of every site but ``UNWHITENED``'s, and its scaled condition number.
+
+    Cost: P Hessian-vector products (one compiled program) and an eigendecomposition of
+    (P, P); ``check_whitenable`` bounds P.
     """
     names = sorted(k for k in start if k not in UNWHITENED)
     spec = tuple((k, tuple(int(n) for n in np.shape(start[k]))) for k in names)
@@ -178,7 +201,20 @@ def laplace_whitening(
     hess = np.asarray(
         _whitened_hessian(jnp.asarray(flat), rest, arrays, scales, shape, fit_intercept, spec), np.float64
     )
-    return Whitening(flat, laplace_factor(hess).astype(dtype)), spec
+    hess = 0.5 * (hess + hess.T)
+    scale = np.sqrt(np.maximum(np.abs(np.diag(hess)), np.finfo(np.float64).tiny))
+    ev = np.abs(np.linalg.eigvalsh(hess / scale[:, None] / scale[None, :]))
+    condition = float(ev.max() / max(ev.min(), np.finfo(np.float64).tiny))
+    return StartGeometry(spec, flat, hess, condition)
+
+
+def laplace_whitening(geometry: StartGeometry) -> Whitening:
+    """The Laplace whitening at the start whose curvature is ``geometry`` (``start_geometry``).
+
+    The covariance is ``|H|^-1``, with each eigenvalue's absolute value floored at a millionth
+    of the largest, so that a start which is not a mode still gives a positive-definite one.
+    """
+    return Whitening(geometry.flat, laplace_factor(geometry.hessian).astype(geometry.flat.dtype))
 
 
 def laplace_factor(hess: np.ndarray) -> np.ndarray:
@@ -190,7 +226,13 @@ def laplace_factor(hess: np.ndarray) -> np.ndarray:
 
 
 def resolve_chain_method(chain_method: ChainMethod, num_chains: int) -> str:
-    """``"auto"``: parallel when JAX has a device per chain, else sequential."""
+    """How ``num_chains`` chains run; ``"auto"``: "parallel" when JAX has a device per chain, else
+    "threads" on a CPU (whose cores then share the chains without ``set_host_device_count``) and
+    "vectorized" on an accelerator (one device, itself parallel); one chain: "sequential"."""
     if chain_method != "auto":
         return chain_method
-    return "parallel" if num_chains > 1 and jax.local_device_count() >= num_chains else "sequential"
+    if num_chains == 1:
+        return "sequential"
+    if jax.local_device_count() >= num_chains:
+        return "parallel"
+    return "threads" if jax.default_backend() == "cpu" else "vectorized"

@@ -1,11 +1,15 @@
 """Posterior draws of ``orlr_model`` as ArviZ ``InferenceData`` (0.2x) or ``xarray.DataTree`` (1.x),
 built through ``arviz_compat`` (NUTS and SVI share this).
 
-It has a ``posterior`` group (``W_raw``, ``beta_raw`` and
-the derived ``W`` (d, C), ``beta`` (C,)) and a ``log_likelihood`` group with
-one variable ``Y`` over ``bag`` in input order, ready for ``arviz.loo``; NUTS
-adds ``sample_stats``. For posterior predictive checks (``arviz_compat.plot_ppc``)
-it also has ``observed_data`` and ``posterior_predictive``, each with ``Y``
+It has a ``posterior`` group of the model's parameters (``W`` (d, C), ``beta``
+(C,), and ``leak``, ``tau``, ``lam`` where the model has them), so that
+``arviz.summary(idata.posterior)`` lists only those; an ``unconstrained_posterior``
+group (ArviZ's name for the sampler's coordinates) of the raw sites the samplers
+move in (``RAW_SITES``: ``W_raw`` (d, C-1) and ``beta_raw`` (C-1,) in the
+sum-to-zero basis, ``leak_logit``, the horseshoe's ``hs_*``); and a
+``log_likelihood`` group with one variable ``Y`` over ``bag`` in input order,
+ready for ``arviz.loo``. NUTS adds ``sample_stats``. For posterior predictive
+checks (``arviz_compat.plot_ppc``) it also has ``observed_data`` and ``posterior_predictive``, each with ``Y``
 (the multi-hot label sets, (bag, class) int) and ``n_labels`` (the label-set
 size ``|Y_b|``, (bag,)); the predictive label sets are simulated from the
 model (the union of sampled instance labels) at up to ``PPC_MAX_DRAWS``
@@ -39,6 +43,7 @@ from ...model.priors import HORSESHOE_SITES, horseshoe_weights
 from . import arviz_compat as azc
 
 RAW_SITES = ("W_raw", "beta_raw", "leak_logit", *HORSESHOE_SITES)
+"""The sampler's coordinates, kept in the ``unconstrained_posterior`` group, not in ``posterior``."""
 PPC_MAX_DRAWS = 200
 """Posterior predictive label sets are simulated at most at this many draws per chain."""
 
@@ -157,7 +162,8 @@ def inference_data(
 
     Args:
         data: the fitted bags (with their label sets).
-        chains: ``W_raw``, ``beta_raw``, ``W``, ``beta`` as (chain, draw, ...).
+        chains: ``W_raw``, ``beta_raw``, ``W``, ``beta`` (``with_derived``) as (chain, draw, ...);
+            ``RAW_SITES`` go to the ``unconstrained_posterior`` group, the rest to ``posterior``.
         model_kwargs: ``orlr_model``'s prior settings used in the fit.
         log_likelihood: (chain, draw, bag) ``log p(Y_b | X_b, theta)``, bags in input order
             (each sampler computes it in its own compiled programs).
@@ -177,12 +183,17 @@ def inference_data(
         "lam": ["feature"],
         "Y": ["bag"],
     }
+    model_vars = {k: v for k, v in chains.items() if k not in RAW_SITES}
+    raw = {k: v for k, v in chains.items() if k in RAW_SITES}
     idata = azc.from_dict(
-        {"posterior": chains, "sample_stats": sample_stats, "log_likelihood": {"Y": log_likelihood}},
-        dims={k: v for k, v in dims.items() if k in chains or k == "Y"},
+        {"posterior": model_vars, "sample_stats": sample_stats, "log_likelihood": {"Y": log_likelihood}},
+        dims={k: v for k, v in dims.items() if k in model_vars or k == "Y"},
         attrs={"sample_stats": sample_stats_attrs} if sample_stats_attrs else None,
     )
-    return azc.add_groups(idata, _predictive_groups(data, chains, model_kwargs, seed, max_ppc_draws))
+    unconstrained = azc.dict_to_dataset(raw, dims={k: v for k, v in dims.items() if k in raw})
+    groups = {"unconstrained_posterior": unconstrained}
+    groups |= _predictive_groups(data, chains, model_kwargs, seed, max_ppc_draws)
+    return azc.add_groups(idata, groups)
 
 
 def with_names(
@@ -219,12 +230,6 @@ def with_names(
         return ds.assign_coords({d: v[: ds.sizes[d]] for d, v in coords.items() if d in ds.dims})
 
     return azc.map_groups(idata, relabel)
-
-
-def summary(idata: azc.Posterior, var_names: tuple[str, ...] = RAW_SITES):
-    """Mean, sd, R-hat, bulk and tail ESS of the raw parameters (``arviz_compat.summary``)."""
-    posterior = azc.group(idata, "posterior")
-    return azc.summary(posterior[[v for v in var_names if v in posterior]])
 
 
 def tree_depth(n_steps: np.ndarray) -> np.ndarray:
