@@ -341,17 +341,15 @@ def test_laplace_whitening_is_an_exact_change_of_variables():
     arrays, shape = split_model_data(data)
     scales = prior_scales(3.0, 10.0)
     start = {k: np.asarray(v) for k, v in _params(data).items()}
-    geometry = chain_setup.start_geometry(start, arrays, scales, shape, True)
-    white, spec = chain_setup.laplace_whitening(geometry), geometry.spec
+    hessian = chain_setup.start_hessian(start, arrays, scales, shape, True)
+    white, spec = chain_setup.laplace_whitening(hessian), hessian.spec
     assert [name for name, _ in spec] == ["W_raw", "beta_raw"]
     hess = jax.hessian(lambda v: potential_and_grad(_unflat(v, spec), arrays, scales, shape, True)[0])
     flat = np.concatenate([start[k].reshape(-1) for k, _ in spec])
-    h = np.asarray(hess(jnp.asarray(flat)), np.float64)
     cov = np.asarray(white.chol, np.float64) @ np.asarray(white.chol, np.float64).T
-    np.testing.assert_allclose(cov @ h, np.eye(len(flat)), atol=2e-3)
-    # The condition number "auto" reads: of the Hessian scaled to unit diagonal.
-    scaled = h / np.sqrt(np.outer(np.diag(h), np.diag(h)))
-    assert geometry.condition == pytest.approx(np.linalg.cond(scaled), rel=1e-3)
+    np.testing.assert_allclose(
+        cov @ np.asarray(hess(jnp.asarray(flat)), np.float64), np.eye(len(flat)), atol=2e-3
+    )
 
     z = _params(data, seed=4)
     value, grad = potential_and_grad(z, arrays, scales, shape, True)
@@ -377,8 +375,8 @@ def test_laplace_whitening_holds_the_horseshoe_scales_and_is_the_hessian_block()
     scales = prior_scales(3.0, 10.0)
     w = _params(data)
     start = horseshoe_start(np.asarray(w["W_raw"]), 3.0) | {"beta_raw": np.asarray(w["beta_raw"])}
-    geometry = chain_setup.start_geometry(start, arrays, scales, shape, True)
-    white, spec = chain_setup.laplace_whitening(geometry), geometry.spec
+    hessian = chain_setup.start_hessian(start, arrays, scales, shape, True)
+    white, spec = chain_setup.laplace_whitening(hessian), hessian.spec
     assert [name for name, _ in spec] == ["beta_raw", "hs_z"]
     held = {k: jnp.asarray(v) for k, v in start.items() if k in chain_setup.UNWHITENED}
     hess = jax.hessian(lambda v: potential_and_grad(held | _unflat(v, spec), arrays, scales, shape, True)[0])
@@ -390,6 +388,33 @@ def test_laplace_whitening_holds_the_horseshoe_scales_and_is_the_hessian_block()
     assert chain_setup.whitened_size(data, True) == white.shift.size
     with pytest.raises(ValueError, match="whiten=False"):
         chain_setup.check_whitenable(chain_setup.MAX_WHITENED + 1)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_complete_data_condition_is_that_of_the_softmax_regressions_hessian(fit_intercept):
+    """The condition number "auto" reads is that of autodiff's Hessian of the negative log posterior
+    of a softmax regression on every instance (labels seen; its Hessian does not depend on them),
+    scaled to unit diagonal."""
+    data = _correlated_toy()
+    start = {k: np.asarray(v, np.float64) for k, v in _params(data).items()}
+    if not fit_intercept:
+        del start["beta_raw"]
+    x = np.concatenate([b.features[b.mask] for b in data.buckets]).astype(np.float64)
+    basis = np.asarray(sum_to_zero_basis(3), np.float64)
+
+    def negative_log_posterior(flat):
+        w = flat[:4].reshape(2, 2)
+        logits = x @ (w @ basis.T) + (flat[4:] @ basis.T if fit_intercept else 0.0)
+        prior = 0.5 * jnp.sum(w**2) / 3.0**2 + 0.5 * jnp.sum(flat[4:] ** 2) / 10.0**2
+        return -jnp.sum(jax.nn.log_softmax(logits)[:, 0]) + prior
+
+    flat = np.concatenate([start[k].reshape(-1) for k in ("W_raw", "beta_raw") if k in start])
+    with jax.enable_x64(True):
+        h = np.asarray(jax.hessian(negative_log_posterior)(jnp.asarray(flat)))
+    # Same parameters, another order (W_raw's rows, then beta_raw): the condition number is the same.
+    expected = np.linalg.cond(h / np.sqrt(np.outer(np.diag(h), np.diag(h))))
+    got = chain_setup.complete_data_condition(start, data, 3.0, 10.0, fit_intercept)
+    assert got == pytest.approx(expected, rel=1e-6)
 
 
 def test_whiten_auto_whitens_where_the_diagonal_metric_cannot_undo_the_correlations():

@@ -12,10 +12,16 @@ from numpyro.infer.util import log_density, log_likelihood
 from numpyro.optim import Adam
 from scipy.stats import multivariate_normal, norm
 
+from orlr_ppl.inference import methods
 from orlr_ppl.inference.posterior.inference_data import zeros_init
 from orlr_ppl.inference.posterior.svi import _latent_sites, fit_svi, guide_draws
 from orlr_ppl.model.model_data import make_model_data
 from orlr_ppl.model.numpyro_model import orlr_model
+
+
+def _settings(**kwargs) -> methods.SVI:
+    """The package's ``SVI`` settings for a test: from zero weights, no bar."""
+    return methods.SVI(**{"init": "zeros", "progress_bar": False} | kwargs)
 
 
 def _data(seed: int = 0):
@@ -61,7 +67,7 @@ def test_guide_draws_carry_the_guides_log_density(kind):
 @pytest.mark.arviz
 def test_svi_posterior_keeps_lp_and_log_q_per_draw():
     data = _data(1)
-    fit = fit_svi(data, num_steps=100, num_draws=30, guide="lowrank")
+    fit = fit_svi(data, _settings(num_steps=100, num_draws=30, guide="lowrank"))
     stats = fit.posterior.sample_stats
     assert set(stats.data_vars) == {"lp", "log_q"}
     assert stats["lp"].shape == stats["log_q"].shape == (1, 30)
@@ -114,9 +120,8 @@ def test_fit_svi_takes_numpyros_own_steps(kind, subsample):
     start = init_to_value(values=zeros_init(data, True))
     svi = SVI(orlr_model, guide(_latent_sites, init_loc_fn=start, init_scale=0.01), Adam(0.02), Trace_ELBO())
     ref = svi.run(jax.random.PRNGKey(3), 40, data, **kwargs, subsample_size=subsample, progress_bar=False)
-    fit = fit_svi(
-        data, guide=kind, num_steps=40, learning_rate=0.02, subsample_size=subsample, num_draws=4, seed=3
-    )
+    settings = _settings(guide=kind, num_steps=40, learning_rate=0.02, subsample_size=subsample, num_draws=4)
+    fit = fit_svi(data, settings, seed=3)
     np.testing.assert_allclose(fit.losses, ref.losses, rtol=2e-5)
 
 
@@ -132,11 +137,11 @@ def test_refits_of_one_shape_family_compile_no_new_program(monkeypatch):
     labels = [rng.integers(0, 3, size=int(rng.integers(1, 4))) for _ in range(10)]
     bags = [rng.normal(size=(len(y), 3)) + y[:, None] for y in labels]
     sets = [np.unique(y) for y in labels]
-    first = fit_svi(make_model_data(bags, sets, n_classes=3), num_steps=20, num_draws=8)
+    first = fit_svi(make_model_data(bags, sets, n_classes=3), _settings(num_steps=20, num_draws=8))
     programs = [svi._steps, log_density.draws_log_densities, inference_data._simulate]
     sizes = [p._cache_size() for p in programs]
     other = make_model_data([2.0 * x - 1.0 for x in bags], sets, n_classes=3)
-    second = fit_svi(other, num_steps=45, learning_rate=0.03, num_draws=8, seed=7)
+    second = fit_svi(other, _settings(num_steps=45, learning_rate=0.03, num_draws=8), seed=7)
     assert [p._cache_size() for p in programs] == sizes
     assert first.losses.shape == (20,) and second.losses.shape == (45,) and np.isfinite(second.losses).all()
 
@@ -144,8 +149,8 @@ def test_refits_of_one_shape_family_compile_no_new_program(monkeypatch):
 def test_a_progress_bar_changes_no_step(capsys):
     """With a bar, the steps run in short calls (one first, while it compiles): the same fit."""
     data = _data(6)
-    quiet = fit_svi(data, num_steps=30, num_draws=6, seed=2)
-    shown = fit_svi(data, num_steps=30, num_draws=6, seed=2, progress_bar=True)
+    quiet = fit_svi(data, _settings(num_steps=30, num_draws=6), seed=2)
+    shown = fit_svi(data, _settings(num_steps=30, num_draws=6, progress_bar=True), seed=2)
     np.testing.assert_allclose(shown.losses, quiet.losses, rtol=1e-6)
     np.testing.assert_allclose(shown.posterior.posterior["W"].values, quiet.posterior.posterior["W"].values)
     assert "30/30" in capsys.readouterr().err

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...model.log_density import Params, Scales, potential
-from ...model.numpyro_model import ModelArrays, ModelData, ModelShape, start_params
+from ...model.numpyro_model import ModelArrays, ModelData, ModelShape, start_params, sum_to_zero_basis
 
 Array = jax.Array
 ChainMethod = Literal["auto", "parallel", "threads", "sequential", "vectorized"]
@@ -158,39 +158,91 @@ def _whitened_hessian(
     )
 
 
-class StartGeometry(NamedTuple):
-    """The potential's curvature at the chains' start, over the sites a whitening would take.
+WHITEN_CONDITION = 1000.0
+"""``NUTS(whiten="auto")`` whitens when ``complete_data_condition`` at the start exceeds this. A
+diagonal metric leaves NUTS's trajectories about ``sqrt(condition)`` steps long to cross the
+narrowest direction. At the MAP (sd-1 prior) it was 105 on the README example, 309 on the demo and
+170 on Letter Frost, where plain NUTS converges and whitening cost ESS, against 1.45e4 on HJA
+union (tied and histogram features), where plain NUTS took 127 steps a draw and whitening 31
+(BENCHMARKS.md)."""
+
+
+def complete_data_condition(
+    start: Params,
+    data: ModelData,
+    prior_scale: float | None,
+    intercept_scale: float | None,
+    fit_intercept: bool,
+) -> float:
+    """The condition number, scaled to unit diagonal, of the complete-data curvature at ``start``.
+
+    With ``x~_i`` an instance's features (and a 1 with intercepts), ``p_i`` its softmax at
+    ``start`` and ``H`` the (C, C - 1) sum-to-zero basis, the negative log posterior's
+    Hessian had every instance's label been seen is::
+
+        F = sum_i x~_i x~_i^T kron H^T (diag p_i - p_i p_i^T) H  +  diag(prior precisions),
+
+    the softmax regression's, which does not depend on the labels. The bag labels'
+    Hessian is ``F`` less the information they leave missing (``log_density.potential_hessian``),
+    so ``F`` holds the correlations the features put between the weights, the part a
+    diagonal metric cannot undo: the returned ``cond(D^-1/2 F D^-1/2)``, ``D = diag F``,
+    is what is left after NUTS's adapted diagonal metric has rescaled each parameter. It
+    costs a few (R, R) matrix products in NumPy, R = d (+ 1), and no compiled program, so
+    every NUTS fit can afford it (``WHITEN_CONDITION`` gives the measured values).
+
+    ``start``: ``W_raw`` (d, C - 1) and, with intercepts, ``beta_raw``; the group
+    horseshoe's sites are a diagonal rescaling of ``W_raw``'s, which this condition
+    number does not see, so its ``W_raw`` at the start is used with the slab's precision.
+    """
+    basis = sum_to_zero_basis(data.n_outputs)
+    x = np.concatenate([np.asarray(b.features, np.float64)[np.asarray(b.mask)] for b in data.buckets])
+    w = np.asarray(start["W_raw"], np.float64) @ basis.T
+    logits = x @ w
+    if fit_intercept:
+        x = np.column_stack([x, np.ones(len(x))])
+        logits = logits + np.asarray(start["beta_raw"], np.float64) @ basis.T
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    # H^T (diag p - p p^T) H per instance, (n, K, K), K = C - 1.
+    ph = p @ basis
+    curv = np.einsum("ca,nc,cb->nab", basis, p, basis) - np.einsum("na,nb->nab", ph, ph)
+    r, k = x.shape[1], basis.shape[1]
+    fisher = np.empty((r, k, r, k))
+    for a in range(k):
+        for b in range(a, k):
+            fisher[:, a, :, b] = fisher[:, b, :, a] = (x * curv[:, a, b, None]).T @ x
+    fisher = fisher.reshape(r * k, r * k)
+    precision = np.zeros((r, k))
+    precision[: data.n_features] = 0.0 if prior_scale is None else prior_scale**-2.0
+    if fit_intercept:
+        precision[-1] = 0.0 if intercept_scale is None else intercept_scale**-2.0
+    fisher[np.diag_indices_from(fisher)] += precision.reshape(-1)
+    scale = np.sqrt(np.maximum(np.diag(fisher), np.finfo(np.float64).tiny))
+    ev = np.linalg.eigvalsh(fisher / scale[:, None] / scale[None, :])
+    return float(ev.max() / max(ev.min(), np.finfo(np.float64).tiny))
+
+
+class StartHessian(NamedTuple):
+    """The potential's Hessian at the chains' start, over the sites a whitening takes.
 
     Attributes:
         spec: those sites (name, shape), every one but ``UNWHITENED``'s.
         flat: (P,) the start's values of them, in the start's dtype.
         hessian: (P, P) float64, the potential's Hessian over them, the other sites held.
-        condition: the condition number of the Hessian scaled to unit diagonal,
-            ``D^-1/2 |H| D^-1/2`` with ``D = diag |H|``: what is left for NUTS after the
-            diagonal metric it adapts has rescaled each parameter (``WHITEN_CONDITION``).
     """
 
     spec: Spec
     flat: np.ndarray
     hessian: np.ndarray
-    condition: float
 
 
-WHITEN_CONDITION = 1000.0
-"""``NUTS(whiten="auto")`` whitens when ``StartGeometry.condition`` exceeds this. A diagonal metric
-leaves NUTS's trajectories about ``sqrt(condition)`` steps long to cross the narrowest direction;
-at the MAP (sd-1 prior) the condition was 88 on the README example, 285 on the demo and 160 on
-Letter Frost, where plain NUTS converges and whitening cost ESS, against 1.1e4 on HJA union,
-where plain NUTS took 127 steps a draw and whitening 31 (BENCHMARKS.md)."""
-
-
-def start_geometry(
+def start_hessian(
     start: Params, arrays: ModelArrays, scales: Scales, shape: ModelShape, fit_intercept: bool
-) -> StartGeometry:
-    """The Hessian at ``start`` of every site but ``UNWHITENED``'s, and its scaled condition number.
+) -> StartHessian:
+    """The exact Hessian at ``start`` of every site but ``UNWHITENED``'s (any prior).
 
-    Cost: P Hessian-vector products (one compiled program) and an eigendecomposition of
-    (P, P); ``check_whitenable`` bounds P.
+    Cost: P Hessian-vector products (one compiled program: seconds to compile) and
+    ``check_whitenable`` bounds P.
     """
     names = sorted(k for k in start if k not in UNWHITENED)
     spec = tuple((k, tuple(int(n) for n in np.shape(start[k]))) for k in names)
@@ -201,20 +253,17 @@ def start_geometry(
     hess = np.asarray(
         _whitened_hessian(jnp.asarray(flat), rest, arrays, scales, shape, fit_intercept, spec), np.float64
     )
-    hess = 0.5 * (hess + hess.T)
-    scale = np.sqrt(np.maximum(np.abs(np.diag(hess)), np.finfo(np.float64).tiny))
-    ev = np.abs(np.linalg.eigvalsh(hess / scale[:, None] / scale[None, :]))
-    condition = float(ev.max() / max(ev.min(), np.finfo(np.float64).tiny))
-    return StartGeometry(spec, flat, hess, condition)
+    return StartHessian(spec, flat, hess)
 
 
-def laplace_whitening(geometry: StartGeometry) -> Whitening:
-    """The Laplace whitening at the start whose curvature is ``geometry`` (``start_geometry``).
+def laplace_whitening(hessian: StartHessian) -> Whitening:
+    """The Laplace whitening at the start whose curvature is ``hessian`` (``start_hessian``).
 
     The covariance is ``|H|^-1``, with each eigenvalue's absolute value floored at a millionth
-    of the largest, so that a start which is not a mode still gives a positive-definite one.
+    of the largest (``laplace_factor``), so that a start which is not a mode still gives a
+    positive-definite one; an eigendecomposition of (P, P).
     """
-    return Whitening(geometry.flat, laplace_factor(geometry.hessian).astype(geometry.flat.dtype))
+    return Whitening(hessian.flat, laplace_factor(hessian.hessian).astype(hessian.flat.dtype))
 
 
 def laplace_factor(hess: np.ndarray) -> np.ndarray:

@@ -35,9 +35,10 @@ transitions.
 
 The chains move in coordinates whitened by the Laplace approximation at the
 start (``chain_setup.laplace_whitening``) when ``NUTS(whiten=True)``, or, by
-default (``"auto"``), when the curvature there is too ill-conditioned for the
-diagonal metric NUTS adapts (``chain_setup.WHITEN_CONDITION``); the draws are
-reported in the model's space, and ``sample_stats.attrs`` record the decision
+default (``"auto"``), when the features' correlations make the curvature there
+too ill-conditioned for the diagonal metric NUTS adapts
+(``chain_setup.complete_data_condition`` above ``WHITEN_CONDITION``); the draws
+are reported in the model's space, and ``sample_stats.attrs`` record the decision
 (``whiten``) and the condition number it read (``start_condition``).
 
 Sampler statistics are kept under ArviZ's names (``diverging``, ``n_steps``,
@@ -80,11 +81,12 @@ from .chain_setup import (
     Spec,
     Whitening,
     check_whitenable,
+    complete_data_condition,
     from_model,
     jittered_inits,
     laplace_whitening,
     resolve_chain_method,
-    start_geometry,
+    start_hessian,
     to_model,
     whitened_size,
 )
@@ -485,15 +487,19 @@ def fit_nuts(
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
     chains_ran = resolve_chain_method(chain_method, num_chains)
     scales = prior_scales(prior_scale, intercept_scale, dtype)
-    geometry = None
-    if method.whiten is True or (
-        method.whiten == "auto"
-        and not method.dense_mass  # a dense metric adapts the same correlations itself
-        and whitened_size(data, fit_intercept) <= MAX_WHITENED
-    ):
-        geometry = start_geometry(start, arrays, scales, shape, fit_intercept)
-    whiten = geometry is not None and (method.whiten is True or geometry.condition > WHITEN_CONDITION)
-    white, spec = (laplace_whitening(geometry), geometry.spec) if whiten else (None, ())
+    # "auto": a dense metric adapts the same correlations itself; above MAX_WHITENED, no whitening.
+    auto = method.whiten == "auto" and not method.dense_mass
+    auto = auto and whitened_size(data, fit_intercept) <= MAX_WHITENED
+    condition = (
+        complete_data_condition(start, data, prior_scale, intercept_scale, fit_intercept)
+        if auto
+        else float("nan")
+    )
+    whiten = method.whiten is True or (auto and condition > WHITEN_CONDITION)
+    white, spec = None, ()
+    if whiten:
+        hessian = start_hessian(start, arrays, scales, shape, fit_intercept)
+        white, spec = laplace_whitening(hessian), hessian.spec
     target_accept = method.acceptance(data.weight_prior)
     settings = NUTSSettings(
         num_warmup, int(max_tree_depth), target_accept, method.dense_mass, bool(fit_intercept), whitened=spec
@@ -550,7 +556,7 @@ def fit_nuts(
         "dense_mass": int(method.dense_mass),
         "whiten": int(whiten),
         "whiten_setting": str(method.whiten),
-        "start_condition": float("nan") if geometry is None else geometry.condition,
+        "start_condition": condition,
         "chain_method": chains_ran,
         "init": "given" if given else ("zeros" if init_values is None else "map"),
         "init_jitter": float(init_jitter),

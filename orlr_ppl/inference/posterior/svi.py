@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -148,27 +148,29 @@ def _progress_bar(show: bool, total: int):
 
 def fit_svi(
     data: ModelData,
+    method: SVISettings | None = None,
     prior_scale: float | None = 1.0,
     intercept_scale: float | None = 10.0,
     fit_intercept: bool = True,
-    guide: Literal["normal", "lowrank"] = SVISettings.guide,  # type: ignore[assignment]
-    num_steps: int = SVISettings.num_steps,
-    learning_rate: float = SVISettings.learning_rate,
-    subsample_size: int | None = SVISettings.subsample_size,
-    num_draws: int = SVISettings.num_draws,
     seed: int = 0,
-    progress_bar: bool = False,
     init_values: dict[str, np.ndarray] | None = None,
 ) -> SVIResult:
-    """Variational posterior with an AutoNormal or AutoLowRankMultivariateNormal guide.
+    """Variational posterior with an AutoNormal or AutoLowRankMultivariateNormal guide, as ``method``
+    (an ``SVI`` settings object; None: ``SVI()``'s defaults) says.
 
-    ``subsample_size`` trains on minibatches of bags (stratified by label-set
-    size, see ``orlr_model``). ``num_draws`` draws from the fitted guide are
-    returned as one chain. ``init_values`` (raw sites, e.g. ``W_raw``) start the guide's
-    means there (the estimator's ``SVI(init="map")`` passes the MAP); None: zero weights.
-    The steps are NumPyro's ``SVI.update`` (``Trace_ELBO``, Adam), run by one module-level
-    compiled program (``_steps``).
+    ``method.subsample_size`` trains on minibatches of bags (stratified by label-set size, see
+    ``orlr_model``); ``method.num_draws`` draws from the fitted guide are returned as one chain.
+    ``init_values`` (raw sites, e.g. ``W_raw``) start the guide's means there; None: where
+    ``method.init`` says, the MAP under the same prior (``point.map.sampler_start``) or zero
+    weights. The steps are NumPyro's ``SVI.update`` (``Trace_ELBO``, Adam), run by one
+    module-level compiled program (``_steps``).
     """
+    method = SVISettings() if method is None else method
+    guide, num_steps, subsample_size = method.guide, method.num_steps, method.subsample_size
+    if method.progress_bar:  # NumPyro's bar appears only once the first step has compiled
+        progress_line("SVI: compiling the ELBO and its gradient…")
+    if init_values is None and method.init == "map":
+        init_values = sampler_start(data, prior_scale, intercept_scale, fit_intercept)
     start = zeros_init(data, fit_intercept)
     if init_values is not None:
         start.update({k: jax.numpy.asarray(v, start[k].dtype) for k, v in init_values.items() if k in start})
@@ -176,11 +178,11 @@ def fit_svi(
     minibatch = subsample_size is not None and subsample_size < data.n_bags
     static = _Static(shape, fit_intercept, guide, subsample_size, data.n_bags if minibatch else None)
     scales = prior_scales(prior_scale, intercept_scale)
-    rate = np.asarray(learning_rate, np.float32)
-    svi = _svi(guide, start, learning_rate)
+    rate = np.asarray(method.learning_rate, np.float32)
+    svi = _svi(guide, start, method.learning_rate)
     kwargs = _model_kwargs(scales, static)
     state = svi.init(jax.random.PRNGKey(seed), data, **kwargs)  # eager: the guide's start (the MAP)
-    bar = _progress_bar(progress_bar, num_steps)
+    bar = _progress_bar(method.progress_bar, num_steps)
     parts, done, per_step, block = [], 0, None, BLOCK
     try:
         while done < num_steps:
@@ -201,7 +203,7 @@ def fit_svi(
             bar.close()
     if not parts:
         params = svi.get_params(state)
-    draws, log_q = guide_draws(svi.guide, params, jax.random.PRNGKey(seed + 1), num_draws)
+    draws, log_q = guide_draws(svi.guide, params, jax.random.PRNGKey(seed + 1), method.num_draws)
     raw = {k: v for k, v in draws.items() if k in RAW_SITES}
     potentials, per_bucket = draws_log_densities(raw, arrays, scales, shape, fit_intercept)
     log_lik = data.merge_sites({data.site_name(k): np.asarray(v) for k, v in enumerate(per_bucket)})
@@ -272,23 +274,6 @@ def run(
     fit_intercept: bool,
     seed: int = 0,
 ) -> PosteriorFit:
-    """``SVI.fit``: ``fit_svi`` with ``method``'s settings, the guide's means started at the MAP
-    (``point.map.sampler_start``) unless ``init="zeros"``."""
-    if method.progress_bar:  # NumPyro's bar appears only once the first step has compiled
-        progress_line("SVI: compiling the ELBO and its gradient…")
-    start = sampler_start(data, prior_scale, intercept_scale, fit_intercept) if method.init == "map" else None
-    res = fit_svi(
-        data,
-        prior_scale=prior_scale,
-        intercept_scale=intercept_scale,
-        fit_intercept=fit_intercept,
-        guide=method.guide,  # type: ignore[arg-type]
-        num_steps=method.num_steps,
-        learning_rate=method.learning_rate,
-        subsample_size=method.subsample_size,
-        num_draws=method.num_draws,
-        seed=seed,
-        progress_bar=method.progress_bar,
-        init_values=start,
-    )
+    """``SVI.fit``: ``fit_svi`` with ``method``'s settings."""
+    res = fit_svi(data, method, prior_scale, intercept_scale, fit_intercept, seed)
     return PosteriorFit(res.posterior, res.losses)
