@@ -248,9 +248,9 @@ class NUTS(_Settings):
             for correlated weights. "auto" (the default) decides from the data:
             it whitens when the complete-data curvature at the start, scaled to
             unit diagonal, has a condition number above
-            ``chain_setup.WHITEN_CONDITION`` (1,000), correlations a diagonal
-            metric cannot undo (HJA birdsong's tied features: 1.45e4; the
-            digits and Letter Frost: under 310); deciding costs under a second.
+            ``chain_setup.WHITEN_CONDITION`` (1,000): correlations a diagonal
+            metric cannot undo, such as HJA birdsong's tied features; deciding
+            costs a few matrix products.
             True always whitens, False never (a fixed geometry, as in a
             benchmark). A whitening costs a Hessian (P Hessian-vector products)
             and an eigendecomposition first; with ``dense_mass``, "auto" never

@@ -186,6 +186,8 @@ def test_convergence_table_names_and_sampler_summary(nuts_fit):
     assert s["n_divergent"] >= 0 and len(s["bfmi"]) == 2 and 0.0 <= s["loo_high_k_share"] <= 1.0
     lines = diag.summary_lines()
     assert lines[0].startswith("NUTS: 2 chains x 150 draws") and lines[-1].startswith("verdict: ")
+    # How the chains ran (this process has a CPU device per chain: conftest).
+    assert s["chain_method"] == "parallel" and ", in parallel (one device each), " in lines[0]
 
 
 def _tampered(idata):
@@ -288,6 +290,9 @@ def test_the_warning_names_one_next_step_for_each_kind_of_failure(nuts_fit):
     assert advice(bfmi=[0.2, 1.0]).startswith("lengthen warmup")
     assert advice(n_high_pareto_k=2, loo_high_k_share=0.1).startswith("the flagged bags pull strongly")
     assert advice(mcmc=False, n_high_pareto_k=2).startswith("fit the guide longer")
+    assert advice(mcmc=False, approximation_k=0.9).startswith("fit the guide longer")
+    # Far from the posterior (k-hat above 1, the README example's 5.2): straight to NUTS.
+    assert advice(mcmc=False, approximation_k=5.22).startswith("sample the posterior with inference='nuts'")
     assert advice(interrupted=True, n_divergent=3) == "run the fit again and let it finish"
     # Slow mixing: more draws; after a long run the caller's note comes first.
     slow = base._replace(table=diag.table.assign(r_hat=1.2))

@@ -189,6 +189,10 @@ def sampler_summary(idata: azc.Posterior) -> dict[str, Any]:
     return out
 
 
+FAR_K = 1.0
+"""Above this importance-ratio k̂ an SVI guide is far from the posterior (the ratios' variance is
+infinite): no Gaussian guide met the check on the README's example or the demo (BENCHMARKS.md), so
+the warning sends the user to NUTS rather than to a longer fit."""
 RAN = {
     "parallel": "in parallel (one device each)",
     "threads": "in parallel (one thread each)",
@@ -564,10 +568,15 @@ def next_step(diagnostics: Diagnostics) -> str:
             "sample the posterior with inference='nuts' (one Gaussian at one mode misses what the posterior "
             "holds beyond it), and compare their held-out scores"
         )
+    if not s["mcmc"] and (s.get("approximation_k") or 0.0) > FAR_K:
+        return (
+            f"sample the posterior with inference='nuts' (k̂ above {FAR_K:g}: the posterior is far from a "
+            "Gaussian, which neither a longer fit nor a low-rank guide changes)"
+        )
     if not s["mcmc"]:
         return (
-            "fit the guide longer (SVI(num_steps=...)), try SVI(guide='lowrank'), or use inference='laplace' "
-            "or 'nuts'"
+            "fit the guide longer (SVI(num_steps=...)), try SVI(guide='lowrank'), or use inference='nuts' "
+            "(or 'laplace')"
         )
     if s.get("interrupted"):
         return "run the fit again and let it finish"

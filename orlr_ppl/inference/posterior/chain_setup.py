@@ -161,10 +161,9 @@ def _whitened_hessian(
 WHITEN_CONDITION = 1000.0
 """``NUTS(whiten="auto")`` whitens when ``complete_data_condition`` at the start exceeds this. A
 diagonal metric leaves NUTS's trajectories about ``sqrt(condition)`` steps long to cross the
-narrowest direction. At the MAP (sd-1 prior) it was 105 on the README example, 309 on the demo and
-170 on Letter Frost, where plain NUTS converges and whitening cost ESS, against 1.45e4 on HJA
-union (tied and histogram features), where plain NUTS took 127 steps a draw and whitening 31
-(BENCHMARKS.md)."""
+narrowest direction. The digits and Letter Frost sit well below it, where plain NUTS converges and
+whitening cost effective draws, and HJA union's tied features far above it (the guide's "The
+sampler's metric" gives the values)."""
 
 
 def complete_data_condition(
@@ -188,7 +187,7 @@ def complete_data_condition(
     diagonal metric cannot undo: the returned ``cond(D^-1/2 F D^-1/2)``, ``D = diag F``,
     is what is left after NUTS's adapted diagonal metric has rescaled each parameter. It
     costs a few (R, R) matrix products in NumPy, R = d (+ 1), and no compiled program, so
-    every NUTS fit can afford it (``WHITEN_CONDITION`` gives the measured values).
+    every NUTS fit can afford it.
 
     ``start``: ``W_raw`` (d, C - 1) and, with intercepts, ``beta_raw``; the group
     horseshoe's sites are a diagonal rescaling of ``W_raw``'s, which this condition

@@ -26,12 +26,11 @@ How the chains share the machine (``chain_setup.resolve_chain_method``): in
 parallel over devices (``jax.pmap``) when JAX exposes one per chain (on a CPU,
 ``orlr_ppl.set_host_device_count`` before JAX starts); else, on a CPU, in
 threads, each chain's calls of the one-chain program from its own thread (JAX
-releases the GIL while XLA runs, so the cores share the chains: 4 chains on 2
-cores took 0.60 of the sequential wall time, as pmap over 4 devices did, where
-vectorized chains took 2.5 times it, every chain waiting for the longest
-trajectory); on an accelerator, vectorized (``jax.vmap``). "sequential" runs
-them one after another through the same program. Every way takes the same
-transitions.
+releases the GIL while XLA runs, so the cores share the chains as pmap over
+host devices does, where vectorized chains on a CPU are slower than one after
+another, every chain waiting for the longest trajectory: BENCHMARKS.md); on an
+accelerator, vectorized (``jax.vmap``). "sequential" runs them one after
+another through the same program. Every way takes the same transitions.
 
 The chains move in coordinates whitened by the Laplace approximation at the
 start (``chain_setup.laplace_whitening``) when ``NUTS(whiten=True)``, or, by
