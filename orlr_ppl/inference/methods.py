@@ -253,8 +253,10 @@ class NUTS(_Settings):
             costs a few matrix products.
             True always whitens, False never (a fixed geometry, as in a
             benchmark). A whitening costs a Hessian (P Hessian-vector products)
-            and an eigendecomposition first; with ``dense_mass``, "auto" never
-            whitens.
+            and an eigendecomposition first. "auto" never whitens with
+            ``dense_mass``, nor under the l2,1 or horseshoe priors, whose kink or
+            funnel shapes the posterior more than the features do (whitening
+            diverged there).
         init: where chains start: "map" (the MAP under the same prior,
             jittered per chain) or "zeros" (zero weights, jittered).
         progress_bar: a bar on stderr ("compiling", then "warmup" and "sampling").

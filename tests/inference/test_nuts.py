@@ -432,6 +432,10 @@ def test_whiten_auto_whitens_where_the_diagonal_metric_cannot_undo_the_correlati
     assert runs["correlated"]["start_condition"] > chain_setup.WHITEN_CONDITION
     assert runs["correlated"]["whiten"] == 1 and runs["correlated"]["whiten_setting"] == "auto"
     assert runs["plain"]["start_condition"] < chain_setup.WHITEN_CONDITION and runs["plain"]["whiten"] == 0
+    # Under the horseshoe the prior's funnel shapes the posterior: "auto" leaves the metric alone.
+    horseshoe = _correlated_toy(noise=0.01)._replace(weight_prior="group_horseshoe")
+    attrs = fit_nuts(horseshoe, settings, 10.0).sample_stats.attrs
+    assert attrs["whiten"] == 0 and np.isnan(attrs["start_condition"])
 
 
 def _unflat(v, spec):

@@ -396,7 +396,7 @@ class Diagnostics(NamedTuple):
                 f" (extended from {planned}: unconverged)" if planned and planned < s["n_draws"] else ""
             )
             method = s.get("chain_method")
-            ran = f", {RAN[method]}" if method in RAN else ""
+            ran = f", {RAN[method]}" if method in RAN and s["n_chains"] > 1 else ""
             lines.append(
                 f"NUTS: {count_noun(s['n_chains'], 'chain')} x {s['n_draws']} draws{extended}{ran}, "
                 f"{count_noun(len(t), 'parameter')}"
