@@ -117,8 +117,11 @@ def _model(args: argparse.Namespace, seed: int):
     settings = {k: v for k, v in settings.items() if v is not None}
     if args.fixed_draws:
         settings["max_num_samples"] = args.num_samples or NUTS().num_samples  # no extension
-    whiten = {"auto": "auto", "always": True, "never": False}[args.whiten]
-    nuts = NUTS(dense_mass=args.dense_mass, whiten=whiten, progress_bar=args.progress_bar, **settings)
+    from orlr_ppl.cli.commands import WHITEN  # the command line's spelling of NUTS(whiten=...)
+
+    nuts = NUTS(
+        dense_mass=args.dense_mass, whiten=WHITEN[args.whiten], progress_bar=args.progress_bar, **settings
+    )
     params = {"prior": args.prior, "features": "standard" if args.standardize == "true" else args.standardize}
     if args.prior_scale is not None:
         params["prior_scale"] = args.prior_scale
@@ -286,7 +289,7 @@ def main() -> None:
     p.add_argument("--dense-mass", action="store_true", help="NUTS(dense_mass=True)")
     p.add_argument(
         "--whiten",
-        choices=["auto", "always", "never"],
+        choices=["always", "auto", "never"],
         default="auto",
         help="NUTS(whiten=...): 'auto' (the default) decides from the curvature at the start",
     )

@@ -533,3 +533,11 @@ def test_weights_on_a_constant_feature_are_left_out_of_the_convergence_checks(tm
     assert est.diagnostics().unchecked == tuple(f"W[2, {c}]" for c in range(3))
     est.save(tmp_path / "m")
     assert ORLR.load(tmp_path / "m").diagnostics().unchecked == est.diagnostics().unchecked
+    import json
+
+    meta_file = tmp_path / "m" / "metadata.json"
+    meta = json.loads(meta_file.read_text())
+    meta["fitted"]["constant_features_"] = "2"
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"'fitted' holds constant_features_ '2'; expected a list"):
+        ORLR.load(tmp_path / "m")
