@@ -15,6 +15,12 @@ if TYPE_CHECKING:
     from ..inference.checks.diagnostics import Diagnostics
 
 
+def _labels(names: Sequence[str] | None, d: int) -> list[str]:
+    """The d features' labels as the posterior's ``feature`` coordinate reads: their names, else
+    ``"0"``, ``"1"``, ...."""
+    return [str(j) for j in range(d)] if names is None else [str(n) for n in names]
+
+
 def heavy_tailed_features(x: np.ndarray, fmap: Any, names: Sequence[str] | None) -> dict[str, float]:
     """Name -> largest |z| of the features of the (n, d) training instances ``x`` that reach ``HEAVY_TAIL_Z``.
 
@@ -24,7 +30,7 @@ def heavy_tailed_features(x: np.ndarray, fmap: Any, names: Sequence[str] | None)
     if is_quantile_map(fmap):
         return {}
     z = extreme_z(x)
-    names = [str(j) for j in range(len(z))] if names is None else [str(n) for n in names]
+    names = _labels(names, x.shape[1])
     return {n: float(v) for n, v in zip(names, z, strict=True) if v >= HEAVY_TAIL_Z}
 
 
@@ -35,7 +41,7 @@ def constant_features(x: np.ndarray, names: Sequence[str] | None) -> list[str]:
     the data; the convergence checks leave them out (``diagnose(constant_features=...)``).
     ``names``: the d feature names, default ``"0"``, ``"1"``, ... (the posterior's labels without names).
     """
-    names = [str(j) for j in range(x.shape[1])] if names is None else [str(n) for n in names]
+    names = _labels(names, x.shape[1])
     flat = np.ptp(x, axis=0) == 0 if len(x) else np.zeros(x.shape[1], bool)
     return [n for n, f in zip(names, flat, strict=True) if f]
 
