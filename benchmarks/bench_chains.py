@@ -40,7 +40,7 @@ import numpy as np
 scaler = make_feature_map("standard").fit(np.concatenate(train.bags))
 data = make_model_data([scaler.transform(x) for x in train.bags], train.label_sets, train.n_classes)
 t1 = time.perf_counter()
-post = fit_nuts(data, NUTS(progress_bar=False, max_num_samples=0), chain_method=sys.argv[1])
+post = fit_nuts(data, NUTS(max_num_samples=0), chain_method=sys.argv[1])
 t2 = time.perf_counter()
 print(json.dumps({"ran": post.sample_stats.attrs["chain_method"], "devices": jax.local_device_count(),
                   "fit_s": t2 - t1, "process_s": t2 - t0}))

@@ -247,7 +247,7 @@ def test_mixing_converged_checks_rhat_and_both_ess():
     assert mixing_converged(constant)
 
 
-@pytest.mark.parametrize("method", ["sequential", "vectorized"])
+@pytest.mark.parametrize("method", ["sequential", "vectorized", "threads"])
 def test_progress_bar_counts_every_iteration_of_every_chain(capsys, method):
     data = _toy(n_bags=8)
     settings = _settings(num_warmup=4, num_samples=6, num_chains=2)
@@ -311,6 +311,72 @@ def test_ctrl_c_while_sampling_keeps_the_draws_done(monkeypatch):
     assert "stopped by Ctrl-C after 15 of 30 draws a chain" in message
     assert "Next: run the fit again and let it finish." in message
     assert whole.sample_stats.attrs["interrupted"] == 0 and not diagnose(whole).sampler["interrupted"]
+
+
+def test_threaded_chains_do_not_wait_for_each_other(monkeypatch):
+    """In threads a chain's calls do not wait for the other chains' (in step, the slowest would set
+    every call's time): one chain held in its first call while the other runs all of its."""
+    import threading
+
+    data = _toy(n_bags=8)
+    arrays, shape = split_model_data(data)
+    inits = {k: jnp.stack([v * 0.1, -v * 0.1]) for k, v in _params(data).items()}
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    args = (keys, inits, arrays, prior_scales(1.0, 10.0), shape, NUTSSettings(5))
+    alone = Chains(*args, "sequential").advance(20)
+    advance, calls, lock = nuts._advance_one, {}, threading.Lock()
+    other_done, held = threading.Event(), []
+
+    def watched(state, n, *rest):
+        me = threading.get_ident()
+        with lock:
+            calls[me] = calls.get(me, 0) + 1
+            first_seen = len(calls) == 1 and calls[me] == 1
+        if first_seen:  # the chain to hold: it waits until the other has run all four of its calls
+            held.append(other_done.wait(timeout=20))
+        out = advance(state, n, *rest)
+        if not first_seen and len(calls) == 2 and calls[me] == 4 and me != next(iter(calls)):
+            other_done.set()
+        return out
+
+    monkeypatch.setattr(Chains, "_chunk", lambda self: 5)
+    monkeypatch.setattr(nuts, "_advance_one", watched)
+    apart = Chains(*args, "threads").advance(20)
+    assert held == [True]  # in step, the held chain would have timed out waiting
+    for name in inits:
+        np.testing.assert_array_equal(apart.z[name], alone.z[name])
+
+
+def test_ctrl_c_stops_threaded_chains_at_the_draws_every_chain_reached(monkeypatch):
+    """Chains in threads run their calls apart; Ctrl-C (raised in the main thread, wherever the
+    signal landed) stops each at the end of its running call, and the draws all chains reached stay."""
+    import _thread
+    import threading
+    import time
+
+    data = _toy(n_bags=8)
+    settings = _settings(num_warmup=10, num_samples=60, num_chains=2)
+    whole = fit_nuts(data, settings, chain_method="sequential")
+    advance, seen, lock = nuts._advance_one, [], threading.Lock()
+
+    def interrupted(state, n, *args):
+        with lock:
+            seen.append(n)
+            now = sum(seen) == 2 * (10 + 15)
+        if now:  # once, in a chain's thread, as a signal landing there would
+            _thread.interrupt_main()
+            time.sleep(1.0)  # this chain's call outlasts the main thread's next wake
+        return advance(state, n, *args)
+
+    monkeypatch.setattr(Chains, "_chunk", lambda self: 5)
+    monkeypatch.setattr(nuts, "_advance_one", interrupted)
+    part = fit_nuts(data, settings, chain_method="threads")
+    draws = part.posterior.sizes["draw"]
+    attrs = part.sample_stats.attrs
+    assert attrs["interrupted"] == 1 and attrs["chain_method"] == "threads"
+    assert 5 <= draws < 60 and draws % 5 == 0
+    np.testing.assert_array_equal(part.posterior["W"], whole.posterior["W"][:, :draws])
+    assert part.log_likelihood["Y"].shape == (2, draws, 8)
 
 
 @pytest.mark.parametrize("iterations", [7, 12])

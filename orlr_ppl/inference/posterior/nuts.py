@@ -50,8 +50,9 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import NamedTuple
 
 import jax
@@ -95,6 +96,8 @@ Array = jax.Array
 
 PROGRESS_SECONDS = 0.5
 """With a progress bar, about how long each call of the compiled sampler runs between updates."""
+INTERRUPT_SECONDS = 0.25
+"""While chains run in threads, how often the main thread wakes (Python runs a Ctrl-C's handler there)."""
 MIN_KEPT_DRAWS = 4
 """Draws per chain that an interrupted fit must have reached to keep them (split R-hat's least)."""
 
@@ -335,8 +338,23 @@ class Chains:
         so that a bar moves smoothly; the transitions are the same. Ctrl-C
         (``KeyboardInterrupt``) stops at the end of the running call: the
         iterations done so far come back (``n < n_iter``; None if none) and
-        ``interrupted`` is set.
+        ``interrupted`` is set. In threads each chain runs its calls without
+        waiting for the others (the slowest chain of a call would otherwise
+        set every call's time), so an interrupt keeps the draws every chain
+        has reached, and interrupted chains are not advanced again.
         """
+        if self.method == "threads":
+            parts = self._advance_apart(n_iter)
+        else:
+            parts = self._advance_together(n_iter)
+        done = sum(p.num_steps.shape[1] for p in parts)
+        self.iterations += done
+        if not parts:
+            return None
+        return jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
+
+    def _advance_together(self, n_iter: int) -> list[ChainDraws]:
+        """Every chain's calls in step (one program for all, or one chain after another)."""
         parts = []
         done = 0
         try:
@@ -352,10 +370,52 @@ class Chains:
                     self.progress(n * self.n_chains)
         except KeyboardInterrupt:
             self.interrupted = True
-        self.iterations += done
-        if not parts:
-            return None
-        return jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
+        return parts
+
+    def _advance_apart(self, n_iter: int) -> list[ChainDraws]:
+        """Each chain's calls in its own thread, none waiting for another; the draws all reached."""
+        stop = threading.Event()
+        lock = threading.Lock()  # one progress update at a time
+        x64 = bool(jax.config.jax_enable_x64)  # a thread-local setting (``jax.enable_x64``): carried over
+        arrays, scales, shape, settings, white = self.data
+
+        def run(c: int) -> tuple[HMCState, list[ChainDraws]]:
+            state, parts, done = self.states[c], [], 0
+            with jax.enable_x64(x64):
+                while done < n_iter and not stop.is_set():
+                    n = min(self._chunk(), n_iter - done)
+                    t0 = time.perf_counter()
+                    # Waiting in the thread keeps each chain's work in its own thread.
+                    state, out = jax.block_until_ready(
+                        _advance_one(state, n, arrays, scales, shape, settings, white)
+                    )
+                    parts.append(jax.tree.map(lambda a, n=n: np.asarray(a)[None, :n], out))
+                    self._seconds_per_iteration = (time.perf_counter() - t0) / n
+                    done += n
+                    if self.progress is not None:
+                        with lock:
+                            self.progress(n)
+            return state, parts
+
+        with ThreadPoolExecutor(max_workers=self.n_chains) as pool:
+            futures = [pool.submit(run, c) for c in range(self.n_chains)]
+            try:
+                pending = set(futures)
+                while pending:  # waking now and then: a Ctrl-C that lands in a chain's thread is
+                    pending = wait(pending, timeout=INTERRUPT_SECONDS).not_done  # raised here
+                results = [f.result() for f in futures]
+            except KeyboardInterrupt:  # raised in this (the main) thread only
+                stop.set()  # every chain ends its running call
+                results = [f.result() for f in futures]
+                self.interrupted = True
+            finally:
+                stop.set()  # on an error in one chain too: the others end their running call
+        self.states = [state for state, _ in results]
+        drawn = [jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts) for _, parts in results if parts]
+        if len(drawn) < self.n_chains:
+            return []
+        kept = min(d.num_steps.shape[1] for d in drawn)
+        return [jax.tree.map(lambda *a: np.concatenate([x[:, :kept] for x in a]), *drawn)] if kept else []
 
     def _chunk(self) -> int:
         """Iterations for the next call: a whole block without a bar; else about ``PROGRESS_SECONDS``'
@@ -368,24 +428,12 @@ class Chains:
         return int(np.clip(PROGRESS_SECONDS / max(self._seconds_per_iteration, 1e-9), 1, block))
 
     def _call(self, n: int):
-        """``n`` iterations of every chain: the new states and (chains, block, ...) outputs."""
+        """``n`` iterations of every chain in step: the new states and (chains, block, ...) outputs."""
         arrays, scales, shape, settings, white = self.data
         if self.method in ("parallel", "vectorized"):
             run = _advance_parallel if self.method == "parallel" else _advance_vectorized
             return run(self.states, n, arrays, scales, shape, settings, white)
-
-        x64 = bool(jax.config.jax_enable_x64)  # a thread-local setting (``jax.enable_x64``): carried over
-
-        def one(state: HMCState) -> tuple[HMCState, ChainDraws]:
-            # Waiting in the thread keeps each chain's work in its own thread.
-            with jax.enable_x64(x64):
-                return jax.block_until_ready(_advance_one(state, n, arrays, scales, shape, settings, white))
-
-        if self.method == "threads":
-            with ThreadPoolExecutor(max_workers=self.n_chains) as pool:
-                pairs = list(pool.map(one, self.states))
-        else:
-            pairs = [one(state) for state in self.states]
+        pairs = [_advance_one(state, n, arrays, scales, shape, settings, white) for state in self.states]
         return [st for st, _ in pairs], jax.tree.map(lambda *a: jnp.stack(a), *(out for _, out in pairs))
 
 
