@@ -2,9 +2,9 @@
 
 Each way runs in a fresh Python process with no ``XLA_FLAGS`` (so JAX shows one CPU device, as in
 a user's notebook that never called ``set_host_device_count``): ``fit_nuts`` with ``NUTS()``'s
-defaults (4 chains of 300 warmup + 1,000 draws, from the MAP, no extension so that every run does
-the same work) on ``orlr-ppl demo``'s 300 training bags, timed from the process's start (imports
-and compiling included) and around the fit. ``auto`` is what the package chooses
+defaults (4 chains of 300 warmup + 1,000 draws, from the MAP, its progress bar, no extension so
+that every run does the same work) on ``orlr-ppl demo``'s 300 training bags, timed from the
+process's start (imports and compiling included) and around the fit. ``auto`` is what the package chooses
 (``chain_setup.resolve_chain_method``: threads on a CPU with fewer devices than chains);
 ``sequential`` is the reference, measured in the same run; ``vectorized`` (one program, the chains
 in step) is measured with ``--all``. The goal: auto at most 0.6 of sequential's wall time.

@@ -351,6 +351,7 @@ def test_ctrl_c_stops_threaded_chains_at_the_draws_every_chain_reached(monkeypat
     """Chains in threads run their calls apart; Ctrl-C (raised in the main thread, wherever the
     signal landed) stops each at the end of its running call, and the draws all chains reached stay."""
     import _thread
+    import signal
     import threading
     import time
 
@@ -370,7 +371,12 @@ def test_ctrl_c_stops_threaded_chains_at_the_draws_every_chain_reached(monkeypat
 
     monkeypatch.setattr(Chains, "_chunk", lambda self: 5)
     monkeypatch.setattr(nuts, "_advance_one", interrupted)
-    part = fit_nuts(data, settings, chain_method="threads")
+    handler = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest-xdist's workers ignore Ctrl-C
+    try:
+        part = fit_nuts(data, settings, chain_method="threads")
+    finally:
+        signal.signal(signal.SIGINT, handler)
     draws = part.posterior.sizes["draw"]
     attrs = part.sample_stats.attrs
     assert attrs["interrupted"] == 1 and attrs["chain_method"] == "threads"

@@ -433,7 +433,12 @@ class Chains:
         if self.method in ("parallel", "vectorized"):
             run = _advance_parallel if self.method == "parallel" else _advance_vectorized
             return run(self.states, n, arrays, scales, shape, settings, white)
-        pairs = [_advance_one(state, n, arrays, scales, shape, settings, white) for state in self.states]
+        # One after another: each chain's call is done before the next starts (JAX dispatches
+        # asynchronously, and two programs on a CPU could otherwise overlap).
+        pairs = [
+            jax.block_until_ready(_advance_one(state, n, arrays, scales, shape, settings, white))
+            for state in self.states
+        ]
         return [st for st, _ in pairs], jax.tree.map(lambda *a: jnp.stack(a), *(out for _, out in pairs))
 
 
