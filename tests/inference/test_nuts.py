@@ -318,12 +318,14 @@ def test_threaded_chains_do_not_wait_for_each_other(monkeypatch):
     every call's time): one chain held in its first call while the other runs all of its."""
     import threading
 
-    data = _toy(n_bags=8)
+    # In float64, as the other agreements of threads with one chain after another.
+    data = _toy(n_bags=8, dtype=np.float64)
     arrays, shape = split_model_data(data)
-    inits = {k: jnp.stack([v * 0.1, -v * 0.1]) for k, v in _params(data).items()}
+    inits = {k: np.stack([v * 0.1, -v * 0.1]).astype(np.float64) for k, v in _params(data).items()}
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    args = (keys, inits, arrays, prior_scales(1.0, 10.0), shape, NUTSSettings(5))
-    alone = Chains(*args, "sequential").advance(20)
+    args = (keys, inits, arrays, prior_scales(1.0, 10.0, np.float64), shape, NUTSSettings(5))
+    with jax.enable_x64(True):
+        alone = Chains(*args, "sequential").advance(20)
     advance, calls, lock = nuts._advance_one, {}, threading.Lock()
     other_done, held = threading.Event(), []
 
@@ -331,20 +333,21 @@ def test_threaded_chains_do_not_wait_for_each_other(monkeypatch):
         me = threading.get_ident()
         with lock:
             calls[me] = calls.get(me, 0) + 1
-            first_seen = len(calls) == 1 and calls[me] == 1
-        if first_seen:  # the chain to hold: it waits until the other has run all four of its calls
+            count, slow = calls[me], next(iter(calls))  # the first chain to call is the one held
+        if me == slow and count == 1:  # held until the other has run all four of its calls
             held.append(other_done.wait(timeout=20))
         out = advance(state, n, *rest)
-        if not first_seen and len(calls) == 2 and calls[me] == 4 and me != next(iter(calls)):
+        if me != slow and count == 4:
             other_done.set()
         return out
 
     monkeypatch.setattr(Chains, "_chunk", lambda self: 5)
     monkeypatch.setattr(nuts, "_advance_one", watched)
-    apart = Chains(*args, "threads").advance(20)
+    with jax.enable_x64(True):
+        apart = Chains(*args, "threads").advance(20)
     assert held == [True]  # in step, the held chain would have timed out waiting
     for name in inits:
-        np.testing.assert_array_equal(apart.z[name], alone.z[name])
+        np.testing.assert_allclose(apart.z[name], alone.z[name], rtol=1e-8, atol=1e-10)
 
 
 def test_ctrl_c_stops_threaded_chains_at_the_draws_every_chain_reached(monkeypatch):
@@ -355,9 +358,10 @@ def test_ctrl_c_stops_threaded_chains_at_the_draws_every_chain_reached(monkeypat
     import threading
     import time
 
-    data = _toy(n_bags=8)
+    data = _toy(n_bags=8, dtype=np.float64)
     settings = _settings(num_warmup=10, num_samples=60, num_chains=2)
-    whole = fit_nuts(data, settings, chain_method="sequential")
+    with jax.enable_x64(True):
+        whole = fit_nuts(data, settings, chain_method="sequential")
     advance, seen, lock = nuts._advance_one, [], threading.Lock()
 
     def interrupted(state, n, *args):
@@ -374,14 +378,16 @@ def test_ctrl_c_stops_threaded_chains_at_the_draws_every_chain_reached(monkeypat
     handler = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest-xdist's workers ignore Ctrl-C
     try:
-        part = fit_nuts(data, settings, chain_method="threads")
+        with jax.enable_x64(True):
+            part = fit_nuts(data, settings, chain_method="threads")
     finally:
         signal.signal(signal.SIGINT, handler)
     draws = part.posterior.sizes["draw"]
     attrs = part.sample_stats.attrs
     assert attrs["interrupted"] == 1 and attrs["chain_method"] == "threads"
     assert 5 <= draws < 60 and draws % 5 == 0
-    np.testing.assert_array_equal(part.posterior["W"], whole.posterior["W"][:, :draws])
+    assert part.posterior["W"].dtype == np.float64
+    np.testing.assert_allclose(part.posterior["W"], whole.posterior["W"][:, :draws], rtol=1e-8, atol=1e-10)
     assert part.log_likelihood["Y"].shape == (2, draws, 8)
 
 
